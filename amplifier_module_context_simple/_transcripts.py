@@ -1,0 +1,239 @@
+"""Loading recorded conversations for the CLI.
+
+Two line-per-message formats are read:
+
+* ``amplifier``: the ``transcript.jsonl`` an Amplifier session writes under
+  ``~/.amplifier/projects/<slug>/sessions/<id>/``. System and developer messages are left out
+  by the writer, keys whose value was ``None`` are dropped, and a top-level ``timestamp`` is
+  added to every line.
+* ``openai-chat``: OpenAI-style chat JSONL such as the token-count corpus (``tool_calls`` with
+  ``function.name`` / ``function.arguments``, ``content: null`` on call-only turns, ``image_url``
+  parts, ``reasoning_content``).
+
+The messages are handed over in the shape the context manager accepts; OpenAI-shaped messages
+stay as they are because the manager reads both shapes and makes its views host-valid itself.
+Nothing in a message's content is altered or dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["LineError", "LoadedTranscript", "TranscriptError", "load_transcript"]
+
+TRANSCRIPT_NAME = "transcript.jsonl"
+# The roles amplifier_core.message_models.Message accepts; any other role aborts a host turn.
+_ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
+_AMPLIFIER_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_call", "tool_use"})
+
+
+class TranscriptError(Exception):
+    """A transcript that cannot be loaded; the message is one line, fit to show a user."""
+
+
+@dataclass(frozen=True)
+class LineError:
+    """A line that was skipped, with its 1-based number and why it was unusable."""
+
+    line_number: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line_number}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class LoadedTranscript:
+    """The messages of a transcript in file order, its detected format and the skipped lines."""
+
+    messages: list[dict[str, Any]]
+    format: str
+    skipped: list[LineError]
+
+
+def load_transcript(
+    source: str | Path, *, strict: bool = False, stdin: TextIO | None = None
+) -> LoadedTranscript:
+    """Load a transcript from a file, a session directory or standard input.
+
+    ``source`` is a JSONL file, a session directory containing ``transcript.jsonl``, or ``"-"``
+    for standard input (``stdin`` if given, else ``sys.stdin``). Unusable lines (not JSON, not
+    an object, no or an unknown ``role``, fields of the wrong type) are recorded in
+    ``skipped`` and the rest is still loaded; with ``strict=True`` the first one raises
+    :class:`TranscriptError` naming its line number instead. Blank lines are ignored.
+
+    The format is ``"amplifier"`` when any line shows an Amplifier trait (a top-level
+    ``timestamp``, ``tool_calls`` entries with ``tool`` or dict ``arguments``, thinking or
+    tool-call blocks), else ``"openai-chat"`` when any line shows an OpenAI trait; a file with
+    neither counts as Amplifier only when it is named ``transcript.jsonl``.
+
+    Normalisation: a top-level ``timestamp`` moves into ``metadata["timestamp"]`` unless the
+    metadata already has one (then it stays where it is). For the Amplifier format, keys holding
+    ``None`` are dropped as the writer does, and a missing ``content`` becomes ``""`` so the
+    message validates as the host's ``Message``.
+    """
+    label, lines, named_transcript = _read(source, stdin)
+    messages: list[dict[str, Any]] = []
+    skipped: list[LineError] = []
+    seen_line = False
+    for number, text, decode_error in lines:
+        if not decode_error and not text.strip():
+            continue
+        seen_line = True
+        message, reason = (None, decode_error) if decode_error else _parse_line(text)
+        if message is None:
+            if strict:
+                raise TranscriptError(f"{label}: line {number}: {reason}")
+            skipped.append(LineError(number, reason))
+            continue
+        messages.append(message)
+    if not seen_line:
+        raise TranscriptError(f"{label} is empty")
+    if not messages:
+        raise TranscriptError(
+            f"{label} has no usable message ({len(skipped)} line(s) skipped, first {skipped[0]})"
+        )
+    fmt = _detect_format(messages, named_transcript)
+    return LoadedTranscript([_normalise(m, fmt) for m in messages], fmt, skipped)
+
+
+_Lines = Iterator[tuple[int, str, str]]  # (1-based number, text, decoding error or "")
+
+
+def _read(source: str | Path, stdin: TextIO | None) -> tuple[str, _Lines, bool]:
+    """Return a label for errors, the numbered lines, and whether the file is a transcript."""
+    if str(source) == "-":
+        stream = stdin if stdin is not None else sys.stdin
+        try:
+            text = stream.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TranscriptError(f"cannot read standard input: {exc}") from exc
+        # Split on "\n" only: str.splitlines would also break on U+2028 and friends, which
+        # JSON allows unescaped inside strings.
+        lines = ((n, line, "") for n, line in enumerate(text.split("\n"), 1))
+        return "standard input", lines, False
+    path = Path(source).expanduser()
+    if path.is_dir():
+        candidate = path / TRANSCRIPT_NAME
+        if not candidate.is_file():
+            raise TranscriptError(f"{path} is a directory without a {TRANSCRIPT_NAME}")
+        path = candidate
+    elif not path.exists():
+        raise TranscriptError(f"no such file or directory: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return str(path), _decode_lines(data), path.name == TRANSCRIPT_NAME
+
+
+def _decode_lines(data: bytes) -> _Lines:
+    """Decode line by line, so one line of bad bytes costs that line and not the whole file."""
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            # utf-8-sig on the first line drops a byte-order mark some editors write.
+            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8"), ""
+        except UnicodeDecodeError as exc:
+            yield number, "", f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+
+
+_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), "number")
+
+
+def _parse_line(text: str) -> tuple[dict[str, Any] | None, str]:
+    """Parse one line into a message, or return ``None`` and the reason it is unusable."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    if not isinstance(value, dict):
+        return None, f"expected a JSON object, got {_json_type(value)}"
+    message: dict[str, Any] = value
+    problem = _shape_problem(message)
+    return (None, problem) if problem else (message, "")
+
+
+def _shape_problem(m: dict[str, Any]) -> str:
+    """The first structural fault that would make the manager or the host reject ``m``."""
+    role = m.get("role")
+    if role is None:
+        return "no 'role' key"
+    if role not in _ROLES:
+        return f"unknown role {role!r}"
+    content = m.get("content")
+    if content is not None and not isinstance(content, str | list):
+        return f"'content' must be a string, an array or null, got {_json_type(content)}"
+    if isinstance(content, list):
+        for i, block in enumerate(content):
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                return f"content block {i} is not an object with a string 'type'"
+    calls = m.get("tool_calls")
+    if calls is not None and (
+        not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)
+    ):
+        return "'tool_calls' must be an array of objects"
+    metadata = m.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return f"'metadata' must be an object, got {_json_type(metadata)}"
+    for key in ("tool_call_id", "name"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            return f"{key!r} must be a string, got {_json_type(m[key])}"
+    return ""
+
+
+def _is_amplifier(m: dict[str, Any]) -> bool:
+    if "timestamp" in m:
+        return True
+    for call in m.get("tool_calls") or ():
+        if "tool" in call or isinstance(call.get("arguments"), dict):
+            return True
+    content = m.get("content")
+    blocks: list[Any] = content if isinstance(content, list) else []
+    return any(b.get("type") in _AMPLIFIER_BLOCKS for b in blocks)
+
+
+def _is_openai(m: dict[str, Any]) -> bool:
+    if "reasoning_content" in m or ("content" in m and m["content"] is None):
+        return True
+    if any("function" in call for call in m.get("tool_calls") or ()):
+        return True
+    content = m.get("content")
+    blocks: list[Any] = content if isinstance(content, list) else []
+    return any(b.get("type") == "image_url" for b in blocks)
+
+
+def _detect_format(messages: list[dict[str, Any]], named_transcript: bool) -> str:
+    if any(_is_amplifier(m) for m in messages):
+        return "amplifier"
+    if any(_is_openai(m) for m in messages):
+        return "openai-chat"
+    return "amplifier" if named_transcript else "openai-chat"
+
+
+def _normalise(m: dict[str, Any], fmt: str) -> dict[str, Any]:
+    if fmt == "amplifier":
+        # The writer drops None values; mirror that, then restore the one key the host's
+        # Message requires (a call-only turn whose None content was dropped).
+        m = {k: v for k, v in m.items() if v is not None}
+        m.setdefault("content", "")
+    if "timestamp" in m:
+        metadata: dict[str, Any] = dict(m.get("metadata") or {})
+        if "timestamp" not in metadata:
+            metadata["timestamp"] = m.pop("timestamp")
+            m["metadata"] = metadata
+    return m

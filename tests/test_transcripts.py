@@ -1,0 +1,241 @@
+"""Tests for loading transcripts (Amplifier transcript.jsonl, OpenAI chat JSONL, stdin)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from amplifier_core.message_models import Message
+
+from amplifier_module_context_simple._example_session import generate_session
+from amplifier_module_context_simple._transcripts import (
+    LineError,
+    LoadedTranscript,
+    TranscriptError,
+    load_transcript,
+)
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+TS = "2026-05-09T10:00:00.000000+00:00"
+
+
+def _write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# What the Amplifier CLI writes: no system lines, None values dropped, a timestamp per line.
+AMPLIFIER_ROWS: list[dict[str, Any]] = [
+    {"role": "user", "content": "Fix the failing test.", "timestamp": TS},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Look first.", "signature": "c2ln"},
+            {"type": "tool_call", "id": "call_1", "name": "bash", "input": {"command": "ls"}},
+        ],
+        "tool_calls": [{"id": "call_1", "tool": "bash", "arguments": {"command": "ls"}}],
+        "timestamp": TS,
+    },
+    {"role": "tool", "tool_call_id": "call_1", "name": "bash", "content": "a.py", "timestamp": TS},
+    {
+        "role": "user",
+        "content": '<system-reminder source="hooks-todo">x</system-reminder>',
+        "metadata": {"source": "hook", "ephemeral": True, "persisted": True},
+        "timestamp": TS,
+    },
+    # A call-only turn whose None content the writer dropped.
+    {
+        "role": "assistant",
+        "tool_calls": [{"id": "c2", "tool": "grep", "arguments": {}}],
+        "timestamp": TS,
+    },
+    {"role": "tool", "tool_call_id": "c2", "content": "", "timestamp": TS},
+    {
+        "role": "assistant",
+        "content": "Done.",
+        "metadata": {"timestamp": "earlier"},
+        "timestamp": TS,
+    },
+]
+
+OPENAI_ROWS: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are helpful."},
+    {"role": "user", "content": [{"type": "text", "text": "What is in this image?"}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "I should open it.",
+        "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "view", "arguments": '{"p": 1}'}}
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "t1",
+        "name": "view",
+        "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
+    },
+    {"role": "assistant", "content": "A cat."},
+]
+
+
+def test_amplifier_transcript(tmp_path: Path) -> None:
+    loaded = load_transcript(_write_jsonl(tmp_path / "transcript.jsonl", AMPLIFIER_ROWS))
+    assert isinstance(loaded, LoadedTranscript)
+    assert loaded.format == "amplifier"
+    assert loaded.skipped == []
+    msgs = loaded.messages
+    assert len(msgs) == len(AMPLIFIER_ROWS)
+    assert msgs[0] == {
+        "role": "user",
+        "content": "Fix the failing test.",
+        "metadata": {"timestamp": TS},
+    }
+    assert msgs[1]["content"] == AMPLIFIER_ROWS[1]["content"]
+    assert msgs[1]["tool_calls"] == AMPLIFIER_ROWS[1]["tool_calls"]
+    # Hook flags survive next to the moved timestamp.
+    assert msgs[3]["metadata"] == {
+        "source": "hook",
+        "ephemeral": True,
+        "persisted": True,
+        "timestamp": TS,
+    }
+    assert msgs[4]["content"] == ""  # restored so the host's Message accepts it
+    # Metadata that already has a timestamp keeps it; the top-level one is left in place.
+    assert msgs[6]["metadata"] == {"timestamp": "earlier"} and msgs[6]["timestamp"] == TS
+    for m in msgs:
+        Message(**m)
+
+
+def test_openai_chat_is_kept_as_is(tmp_path: Path) -> None:
+    loaded = load_transcript(str(_write_jsonl(tmp_path / "chat.jsonl", OPENAI_ROWS)))
+    assert loaded.format == "openai-chat"
+    assert loaded.messages == OPENAI_ROWS
+    assert loaded.messages[2]["content"] is None
+
+
+def test_format_without_traits_follows_the_file_name(tmp_path: Path) -> None:
+    rows = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert load_transcript(_write_jsonl(tmp_path / "transcript.jsonl", rows)).format == "amplifier"
+    assert load_transcript(_write_jsonl(tmp_path / "chat.jsonl", rows)).format == "openai-chat"
+
+
+def test_session_directory(tmp_path: Path) -> None:
+    session = tmp_path / "projects" / "-home-dev-proj" / "sessions" / "0f3c"
+    _write_jsonl(session / "transcript.jsonl", AMPLIFIER_ROWS)
+    loaded = load_transcript(session)
+    assert loaded.format == "amplifier"
+    assert len(loaded.messages) == len(AMPLIFIER_ROWS)
+
+    empty_dir = tmp_path / "empty-session"
+    empty_dir.mkdir()
+    with pytest.raises(TranscriptError, match=r"without a transcript\.jsonl") as info:
+        load_transcript(empty_dir)
+    assert str(empty_dir) in str(info.value)
+
+
+def test_stdin() -> None:
+    text = "".join(json.dumps(r) + "\n" for r in OPENAI_ROWS)
+    loaded = load_transcript("-", stdin=io.StringIO(text))
+    assert loaded.messages == OPENAI_ROWS
+    assert loaded.format == "openai-chat"
+    with pytest.raises(TranscriptError, match="standard input is empty"):
+        load_transcript("-", stdin=io.StringIO("\n  \n"))
+
+
+def test_malformed_lines_are_skipped_with_their_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [
+        json.dumps({"role": "user", "content": "first"}),  # 1
+        "{not json",  # 2
+        "",  # 3: blank lines are ignored, but still counted
+        "[1, 2]",  # 4
+        json.dumps({"content": "no role"}),  # 5
+        json.dumps({"role": "robot", "content": "x"}),  # 6
+        json.dumps({"role": "user", "content": 42}),  # 7
+        json.dumps({"role": "user", "content": ["bare string block"]}),  # 8
+        json.dumps({"role": "tool", "tool_call_id": 7, "content": "x"}),  # 9
+        json.dumps({"role": "assistant", "content": "last"}),  # 10
+    ]
+    data = "\n".join(lines).encode() + b"\n\xff\xfe broken bytes\n"  # 11
+    path.write_bytes(data)
+    loaded = load_transcript(path)
+    assert [m["content"] for m in loaded.messages] == ["first", "last"]
+    assert [e.line_number for e in loaded.skipped] == [2, 4, 5, 6, 7, 8, 9, 11]
+    reasons = {e.line_number: e.reason for e in loaded.skipped}
+    assert reasons[2].startswith("invalid JSON")
+    assert reasons[4] == "expected a JSON object, got array"
+    assert reasons[5] == "no 'role' key"
+    assert reasons[6] == "unknown role 'robot'"
+    assert "content" in reasons[7] and "number" in reasons[7]
+    assert "content block 0" in reasons[8]
+    assert "tool_call_id" in reasons[9]
+    assert "UTF-8" in reasons[11]
+    assert str(LineError(2, "x")) == "line 2: x"
+
+    with pytest.raises(TranscriptError, match=r"line 2: invalid JSON") as info:
+        load_transcript(path, strict=True)
+    assert "\n" not in str(info.value)
+
+
+def test_crlf_and_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    body = "\r\n".join(json.dumps(r) for r in OPENAI_ROWS) + "\r\n"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    loaded = load_transcript(path)
+    assert loaded.messages == OPENAI_ROWS and loaded.skipped == []
+
+
+def test_unicode_line_separator_inside_a_string(tmp_path: Path) -> None:
+    row = {"role": "user", "content": "a\u2028b\u0085c"}
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_transcript(path).messages == [row]
+    stdin = io.StringIO(json.dumps(row, ensure_ascii=False))
+    assert load_transcript("-", stdin=stdin).messages == [row]
+
+
+def test_errors_are_one_line_and_name_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(TranscriptError, match="no such file") as info:
+        load_transcript(missing)
+    assert str(missing) in str(info.value)
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(TranscriptError, match="is empty"):
+        load_transcript(empty)
+
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("nope\n[]\n")
+    with pytest.raises(TranscriptError, match=r"no usable message \(2 line\(s\) skipped") as info:
+        load_transcript(junk)
+    assert "\n" not in str(info.value)
+
+
+def test_generated_session_round_trips_through_a_transcript(tmp_path: Path) -> None:
+    session = generate_session(300, seed=4)
+    rows = [{**m, "timestamp": TS} for m in session]
+    loaded = load_transcript(_write_jsonl(tmp_path / "s" / "transcript.jsonl", rows))
+    assert loaded.format == "amplifier"
+    for original, got in zip(session, loaded.messages, strict=True):
+        meta = dict(got.pop("metadata"))
+        assert meta.pop("timestamp") == TS
+        assert meta == (original.get("metadata") or {})
+        assert got == {k: v for k, v in original.items() if k != "metadata"}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="token-count corpus not available")
+def test_every_corpus_file_loads_completely() -> None:
+    files = sorted(CORPUS.glob("*.jsonl"))
+    assert files
+    for path in files:
+        loaded = load_transcript(path)
+        n_lines = sum(1 for line in path.read_text(encoding="utf-8").split("\n") if line.strip())
+        assert len(loaded.messages) == n_lines, path.name
+        assert loaded.skipped == [], path.name
+        assert loaded.format == "openai-chat", path.name
