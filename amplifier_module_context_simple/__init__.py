@@ -1,1 +1,24 @@
-"""placeholder"""
+"""amplifier-module-context-simple: the default in-memory context manager for Amplifier.
+
+It keeps a session's messages and, before every LLM request, hands the orchestrator a view
+that fits the model's window. Compaction only ever shapes the view; the history itself stays
+complete. See the README for configuration and behaviour.
+"""
+
+from __future__ import annotations
+
+from ._config import ContextConfig
+from ._estimate import estimate_message_tokens
+from ._invariants import check_view
+from ._manager import SimpleContextManager
+from ._mount import mount
+
+__amplifier_module_type__ = "context"
+
+__all__ = [
+    "ContextConfig",
+    "SimpleContextManager",
+    "check_view",
+    "estimate_message_tokens",
+    "mount",
+]

@@ -1,0 +1,92 @@
+"""Sticky compaction decisions: what the view leaves out or shortens, by history position.
+
+Decisions are immutable values. An escalation builds a new :class:`Decisions` from the old one,
+so a snapshot is just a reference and a rollback is an assignment. The same history rendered
+with the same decisions gives a byte-identical view, which is what keeps a provider's prompt
+cache warm between escalations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+def _frozen_map() -> MappingProxyType[int, int]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """The reductions in force, keyed by position in the canonical history."""
+
+    removed: frozenset[int] = frozenset()
+    truncated: MappingProxyType[int, int] = field(default_factory=_frozen_map)
+    """Position -> estimated tokens of the original (the N shown in the marker)."""
+    stubbed: MappingProxyType[int, int] = field(default_factory=_frozen_map)
+    """Position -> length in characters of the original content."""
+    level: int = 0
+    """Highest ladder rung the latest escalation needed (0: never compacted)."""
+    escalations: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.removed or self.truncated or self.stubbed)
+
+    def same_reductions(self, other: Decisions) -> bool:
+        return (
+            self.removed == other.removed
+            and dict(self.truncated) == dict(other.truncated)
+            and dict(self.stubbed) == dict(other.stubbed)
+        )
+
+    def touches(self, index: int) -> bool:
+        return index in self.removed or index in self.truncated or index in self.stubbed
+
+
+NO_DECISIONS = Decisions()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    """Figures of the latest escalation; the ``context:compaction`` payload is built from it."""
+
+    before_tokens: int
+    after_tokens: int
+    before_messages: int
+    after_messages: int
+    messages_removed: int
+    messages_truncated: int
+    user_messages_stubbed: int
+    system_messages_preserved: int
+    strategy_level: int
+    budget: int
+    target_tokens: int
+    protected_recent: float
+    protected_tool_results: int
+    history_messages: int = 0
+    removed_positions: tuple[int, ...] = ()
+    truncated_positions: tuple[int, ...] = ()
+    stubbed_positions: tuple[int, ...] = ()
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "before_tokens": self.before_tokens,
+            "after_tokens": self.after_tokens,
+            "before_messages": self.before_messages,
+            "after_messages": self.after_messages,
+            "messages_removed": self.messages_removed,
+            "messages_truncated": self.messages_truncated,
+            "user_messages_stubbed": self.user_messages_stubbed,
+            "system_messages_preserved": self.system_messages_preserved,
+            "strategy_level": self.strategy_level,
+            "budget": self.budget,
+            "target_tokens": self.target_tokens,
+            "protected_recent": self.protected_recent,
+            "protected_tool_results": self.protected_tool_results,
+            "history_messages": self.history_messages,
+            "removed_positions": list(self.removed_positions),
+            "truncated_positions": list(self.truncated_positions),
+            "stubbed_positions": list(self.stubbed_positions),
+        }

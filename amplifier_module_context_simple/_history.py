@@ -1,0 +1,155 @@
+"""Per-message facts, computed once per admitted message and reused by every request.
+
+The canonical history is a plain list of dicts (``manager.messages``). Beside it we keep one
+:class:`Facts` record per position: role, tool-call ids, human-prompt classification and the
+token estimate. A request only computes facts for messages it has not seen before, so its cost
+follows new work rather than the history's length.
+
+Records are matched to messages by object identity. A subclass that re-reads its history from
+disk hands us new objects every time; those records are simply recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._messages import (
+    call_ids,
+    carries_loaded_tools,
+    has_image,
+    has_thinking,
+    is_human_prompt,
+    is_tool_result,
+    result_ids,
+)
+
+Estimator = Callable[..., int]
+
+
+@dataclass(slots=True)
+class Facts:
+    """What the request path needs to know about one history message."""
+
+    message: Mapping[str, Any]
+    role: str
+    calls: tuple[str, ...]
+    results: tuple[str, ...]
+    human: bool
+    tool_result: bool
+    thinking: bool
+    loaded_tools: bool
+    image: bool
+    tokens: int
+
+
+class HistoryIndex:
+    """Facts for every message of a history, kept in step with it incrementally.
+
+    Tool-call pairing is maintained the same way: a forward pass that only looks at new
+    messages, so knowing "which call does this result answer" costs nothing per request.
+    """
+
+    def __init__(self, estimator: Estimator) -> None:
+        self._estimator = estimator
+        self._family: str | None = None
+        self.facts: list[Facts] = []
+        self.generation = 0
+        """Bumped whenever an already-indexed position changes (caches keyed on it drop)."""
+        self.total_tokens = 0
+        self._reset_pairing()
+
+    def _reset_pairing(self) -> None:
+        self._waiting: dict[str, int] = {}
+        self.results_of: dict[int, list[int]] = {}
+        """Call position -> positions of the results that answer it, in order."""
+        self.owner_of: dict[int, int] = {}
+        """Result position -> call position."""
+        self.orphans: set[int] = set()
+        self._unanswered: dict[int, set[str]] = {}
+        self.pending_calls: set[int] = set()
+        """Call positions with at least one result still missing."""
+        self.system_positions: list[int] = []
+        self.image_messages = 0
+
+    def reset(self) -> None:
+        self.facts = []
+        self.total_tokens = 0
+        self.generation += 1
+        self._reset_pairing()
+
+    @property
+    def family(self) -> str | None:
+        return self._family
+
+    def estimate(self, message: Mapping[str, Any]) -> int:
+        return self._estimator(message, family=self._family)
+
+    def sync(self, messages: Sequence[Mapping[str, Any]], family: str | None) -> list[Facts]:
+        """Bring the facts in line with ``messages``; returns the facts list."""
+        if family != self._family:
+            self._family = family
+            self.reset()
+        facts = self.facts
+        if len(facts) > len(messages) or any(
+            f.message is not m for f, m in zip(facts, messages, strict=False)
+        ):
+            # Something already indexed changed: rebuild (the persistent subclass does this
+            # on every request by handing us freshly parsed dicts).
+            self.reset()
+            facts = self.facts
+        for message in messages[len(facts) :]:
+            self._append(self._facts_for(message))
+        return facts
+
+    def missing_results(self, call_index: int) -> set[str]:
+        """Declared ids of the call at ``call_index`` that no result has answered yet."""
+        return self._unanswered.get(call_index, set())
+
+    def _append(self, fact: Facts) -> None:
+        index = len(self.facts)
+        self.facts.append(fact)
+        self.total_tokens += fact.tokens
+        if fact.role == "system":
+            self.system_positions.append(index)
+        if fact.image:
+            self.image_messages += 1
+        if fact.results:
+            owner = None
+            for call_id in fact.results:
+                candidate = self._waiting.pop(call_id, None)
+                if candidate is not None:
+                    missing = self._unanswered[candidate]
+                    missing.discard(call_id)
+                    if not missing:
+                        self.pending_calls.discard(candidate)
+                    if owner is None:
+                        owner = candidate
+            if owner is None:
+                self.orphans.add(index)
+            else:
+                self.owner_of[index] = owner
+                self.results_of[owner].append(index)
+        if fact.calls:
+            self.results_of[index] = []
+            self._unanswered[index] = set(fact.calls)
+            self.pending_calls.add(index)
+            for call_id in fact.calls:
+                # A reused id leaves the earlier call unanswered: results go to the newest.
+                self._waiting[call_id] = index
+
+    def _facts_for(self, message: Mapping[str, Any]) -> Facts:
+        role = message.get("role")
+        return Facts(
+            message=message,
+            role=role if isinstance(role, str) else "",
+            calls=call_ids(message),
+            results=result_ids(message),
+            human=is_human_prompt(message),
+            tool_result=is_tool_result(message),
+            thinking=has_thinking(message),
+            loaded_tools=carries_loaded_tools(message),
+            image=has_image(message),
+            tokens=self._estimator(message, family=self._family),
+        )

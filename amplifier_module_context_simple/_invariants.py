@@ -1,0 +1,129 @@
+"""``check_view``: the rules every provider-facing view must satisfy, in one place.
+
+Tests run it on every view they produce; the request path relies on it as a last line of
+defence. It returns human-readable violations instead of raising, so a test failure shows all
+of them at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._messages import blocks, call_ids, is_human_prompt, result_ids
+
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def check_view(
+    view: Sequence[Mapping[str, Any]], *, history: Sequence[Mapping[str, Any]] | None = None
+) -> list[str]:
+    """List the invariant violations of ``view`` (an empty list means valid).
+
+    Without ``history`` only the view's own structure is checked: tool pairing and adjacency,
+    duplicates, system messages first. With ``history`` (the canonical messages it was built
+    from) it also checks that the system messages are unchanged, that the first and last human
+    prompts are present, and that the latest assistant turn's thinking blocks are intact.
+    """
+    problems: list[str] = []
+    problems += _check_pairing(view)
+    problems += _check_duplicates(view)
+    problems += _check_system_first(view)
+    if history is not None:
+        problems += _check_against_history(view, history)
+    return problems
+
+
+def _check_pairing(view: Sequence[Mapping[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    open_ids: set[str] = set()  # ids of the most recent call message still awaiting results
+    open_index: int | None = None
+    answered_ever: set[str] = set()
+    for index, message in enumerate(view):
+        answered = result_ids(message)
+        if answered:
+            for call_id in answered:
+                if call_id in open_ids:
+                    open_ids.discard(call_id)
+                    answered_ever.add(call_id)
+                elif call_id in answered_ever:
+                    problems.append(f"view[{index}]: second result for tool call {call_id!r}")
+                else:
+                    problems.append(
+                        f"view[{index}]: tool result {call_id!r} does not directly follow its call"
+                    )
+            continue
+        if open_ids and open_index is not None:
+            problems.append(
+                f"view[{open_index}]: tool call(s) {sorted(open_ids)} have no result before "
+                f"view[{index}]"
+            )
+            open_ids = set()
+        declared = call_ids(message)
+        if declared:
+            open_ids = set(declared)
+            open_index = index
+    # An unanswered call at the very end is allowed: the orchestrator is still executing it.
+    return problems
+
+
+def _check_duplicates(view: Sequence[Mapping[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    seen_objects: dict[int, int] = {}
+    seen_calls: dict[str, int] = {}
+    for index, message in enumerate(view):
+        first = seen_objects.setdefault(id(message), index)
+        if first != index:
+            problems.append(f"view[{index}]: the same message object already appears at {first}")
+        for call_id in call_ids(message):
+            first_call = seen_calls.setdefault(call_id, index)
+            if first_call != index:
+                problems.append(
+                    f"view[{index}]: tool call {call_id!r} already declared at view[{first_call}]"
+                )
+    return problems
+
+
+def _check_system_first(view: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen_other = False
+    for index, message in enumerate(view):
+        if message.get("role") == "system":
+            if seen_other:
+                return [f"view[{index}]: system message after a non-system message"]
+        else:
+            seen_other = True
+    return []
+
+
+def _check_against_history(
+    view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    problems: list[str] = []
+    view_systems = [m for m in view if m.get("role") == "system"]
+    for message in history:
+        if message.get("role") == "system" and not any(
+            _same_payload(message, s) for s in view_systems
+        ):
+            problems.append("a system message of the history is missing or changed in the view")
+            break
+    humans = [m for m in history if is_human_prompt(m)]
+    for label, prompt in (("first", humans[:1]), ("last", humans[-1:])):
+        if prompt and not any(_same_payload(prompt[0], m) for m in view):
+            problems.append(f"the {label} human prompt is missing or changed in the view")
+    latest = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
+    if latest is not None:
+        thinking = [b for b in blocks(latest) if b.get("type") in THINKING_TYPES]
+        if thinking:
+            kept = next((m for m in view if _same_payload(latest, m)), None)
+            if kept is None:
+                problems.append("the latest assistant turn (with thinking) is missing or changed")
+    return problems
+
+
+def _same_payload(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equal as the provider sees them: role, content and tool calls."""
+    return (
+        a.get("role") == b.get("role")
+        and a.get("content") == b.get("content")
+        and a.get("tool_calls") == b.get("tool_calls")
+    )

@@ -1,0 +1,618 @@
+"""``SimpleContextManager``: the one stateful shell around the pure pieces.
+
+State it owns: the canonical messages, the sticky decisions and the statistics of the latest
+escalation, the token meter, and the last ``context:budget`` payload emitted. A request
+computes everything first and changes state in one synchronous step just before its events go
+out, so a failure or cancellation before that point leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from . import _events as events
+from . import _measured, _retention
+from ._budget import Budget, BudgetEventGate, derive_budget
+from ._config import ContextConfig
+from ._decisions import NO_DECISIONS, CompactionStats, Decisions
+from ._estimate import estimate_message_tokens, family_for_model
+from ._history import HistoryIndex
+from ._ingress import clip_tool_result
+from ._ladder import LadderPolicy, Step, plan_escalation
+from ._messages import validate_message
+from ._meter import MeterStats, TokenMeter, choose_usage
+from ._render import RenderResult, notice, open_tail_call, render_range, system_part
+
+logger = logging.getLogger(__name__)
+
+SystemPromptFactory = Callable[[], Awaitable[str] | str]
+
+
+@dataclass(slots=True)
+class RequestPlan:
+    """Everything one request computed before it touches state or emits anything."""
+
+    budget: Budget
+    view: list[Mapping[str, Any]]
+    view_tokens: int
+    decisions: Decisions
+    escalated: Step | None
+    stats: CompactionStats | None
+    meter_stats: MeterStats
+    usable_budget: int
+    repaired: list[str] = field(default_factory=list[str])
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What every candidate view of one request shares."""
+
+    budget: Budget
+    systems: list[Mapping[str, Any]]
+    system_tokens: int
+    usable: int
+    """The budget minus the notice reserve: what the trigger and target are shares of."""
+    open_tail: int | None
+    retained: frozenset[int]
+    protected_extra: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    decisions: Decisions
+    stats: CompactionStats | None
+    meter: object
+    meter_stats: dict[str, Any] | None
+    budget_gate: dict[str, Any] | None
+
+
+class SimpleContextManager:
+    """Holds a session's messages and hands out views that fit the model's window.
+
+    The constructor takes every configuration key as a keyword (same names and defaults as the
+    mount config) and keeps each value readable as an attribute of the same name.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_tokens_fallback: int = 200_000,
+        compact_threshold: float = 0.92,
+        target_usage: float = 0.50,
+        protected_recent: float = 0.30,
+        protected_tool_results: int = 5,
+        truncate_chars: int = 250,
+        compaction_notice_enabled: bool = True,
+        compaction_notice_token_reserve: int = 800,
+        compaction_notice_verbosity: str = "normal",
+        compaction_notice_min_level: int = 1,
+        output_reserve_fraction: float = 0.5,
+        token_meter: str = "estimate",
+        max_tool_result_bytes: int = 131_072,
+        token_family: str | None = None,
+        hooks: Any = None,
+    ) -> None:
+        config = ContextConfig.from_mapping(
+            {
+                "max_tokens": max_tokens,
+                "max_tokens_fallback": max_tokens_fallback,
+                "compact_threshold": compact_threshold,
+                "target_usage": target_usage,
+                "protected_recent": protected_recent,
+                "protected_tool_results": protected_tool_results,
+                "truncate_chars": truncate_chars,
+                "compaction_notice_enabled": compaction_notice_enabled,
+                "compaction_notice_token_reserve": compaction_notice_token_reserve,
+                "compaction_notice_verbosity": compaction_notice_verbosity,
+                "compaction_notice_min_level": compaction_notice_min_level,
+                "output_reserve_fraction": output_reserve_fraction,
+                "token_meter": token_meter,
+                "max_tool_result_bytes": max_tool_result_bytes,
+                "token_family": token_family,
+            }
+        )
+        self.config = config
+        for key, value in asdict(config).items():
+            setattr(self, key, value)
+        self.hooks = hooks
+        self.messages: list[dict[str, Any]] = []
+        self._index = HistoryIndex(estimate_message_tokens)
+        self._decisions: Decisions = NO_DECISIONS
+        self._compaction_stats: CompactionStats | None = None
+        self._meter = TokenMeter()
+        self._budget_gate = BudgetEventGate()
+        self._last_token_meter_stats: dict[str, Any] | None = None
+        self._system_prompt_factory: SystemPromptFactory | None = None
+        self._render_cache: tuple[Decisions, int, int, RenderResult] | None = None
+        self._over_budget_warned: Decisions | None = None
+
+    # Attribute declarations for type checkers (set from the config in __init__).
+    max_tokens: int | None
+    max_tokens_fallback: int
+    compact_threshold: float
+    target_usage: float
+    protected_recent: float
+    protected_tool_results: int
+    truncate_chars: int
+    compaction_notice_enabled: bool
+    compaction_notice_token_reserve: int
+    compaction_notice_verbosity: str
+    compaction_notice_min_level: int
+    output_reserve_fraction: float
+    token_meter: str
+    max_tool_result_bytes: int
+    token_family: str | None
+
+    # ------------------------------------------------------------------ history
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        """Admit one message; a structurally broken one is refused before anything is stored."""
+        stored, clip = self._admit(message, len(self.messages))
+        self.messages.append(stored)
+        if clip is not None:
+            await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        """The whole canonical history, as a new list."""
+        return list(self.messages)
+
+    async def set_messages(self, messages: list[dict[str, Any]]) -> None:
+        """Replace the history (session resume). All-or-nothing: one bad message refuses all."""
+        if not isinstance(messages, list | tuple):
+            raise TypeError(
+                f"set_messages expects a list of messages, got {type(messages).__name__}"
+            )
+        admitted = [self._admit(m, i) for i, m in enumerate(messages)]
+        self._reset_derived()
+        self.messages = [stored for stored, _ in admitted]
+        for _, clip in admitted:
+            if clip is not None:
+                await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
+
+    async def clear(self) -> None:
+        """Empty the history and forget everything derived from it."""
+        self.messages = []
+        self._reset_derived()
+
+    def _reset_derived(self) -> None:
+        self._index.reset()
+        self._decisions = NO_DECISIONS
+        self._compaction_stats = None
+        self._meter.reset()
+        self._last_token_meter_stats = None
+        self._render_cache = None
+        self._over_budget_warned = None
+
+    def _admit(
+        self, message: Mapping[str, Any], index: int
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        validate_message(message, index)
+        stored = dict(message)
+        metadata = dict(stored.get("metadata") or {})
+        if "timestamp" not in metadata:
+            metadata["timestamp"] = _utc_timestamp()
+        stored["metadata"] = metadata
+        clipped, clip = clip_tool_result(stored, self.max_tool_result_bytes)
+        if clip is None:
+            return stored, None
+        return clipped, clip.payload()
+
+    # ------------------------------------------------------------------ requests
+
+    async def set_system_prompt_factory(self, factory: SystemPromptFactory | None) -> None:
+        """Register an async callable whose text becomes the view's first system message."""
+        self._system_prompt_factory = factory
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict[str, Any]]:
+        """The provider-facing view for the next request (a new list, history unchanged)."""
+        plan = await self._plan_request(token_budget=token_budget, provider=provider)
+        return await self._deliver(plan)
+
+    async def get_messages_for_request_retaining(
+        self,
+        *,
+        retain_contents: Iterable[str],
+        provider: Any = None,
+        token_budget: int | None = None,
+        hard_fit: bool = False,
+    ) -> list[dict[str, Any]]:
+        """A view that keeps the named reminder envelopes whole (``context.request_retention``).
+
+        ``hard_fit`` targets the budget itself instead of ``target_usage``. Raises
+        ``ValueError`` for a body that was never admitted and ``ContextLengthError`` when the
+        required set cannot fit; either way nothing changes.
+        """
+        return await _retention.get_messages_for_request_retaining(
+            self,
+            retain_contents=retain_contents,
+            provider=provider,
+            token_budget=token_budget,
+            hard_fit=hard_fit,
+        )
+
+    async def get_measured_request_view(
+        self,
+        *,
+        provider: Any,
+        retain_contents: Iterable[str],
+        count_view: _measured.CountView,
+        fit_output: _measured.FitOutput | None = None,
+    ) -> dict[str, Any]:
+        """Walk the ladder on the orchestrator's provider counts (``token_meter='actual'``)."""
+        return await _measured.get_measured_request_view(
+            self,
+            provider=provider,
+            retain_contents=retain_contents,
+            count_view=count_view,
+            fit_output=fit_output,
+        )
+
+    def _estimate_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Estimated tokens of ``messages`` (kept for subclasses that call it)."""
+        return sum(self._index.estimate(m) for m in messages)
+
+    @property
+    def token_meter_stats(self) -> dict[str, Any] | None:
+        """Meter statistics of the latest request (read-only copy)."""
+        stats = self._last_token_meter_stats
+        return None if stats is None else dict(stats)
+
+    @property
+    def compaction_level(self) -> int:
+        return self._decisions.level
+
+    @property
+    def compaction_stats(self) -> dict[str, Any] | None:
+        stats = self._compaction_stats
+        return None if stats is None else stats.payload()
+
+    @property
+    def meter(self) -> TokenMeter:
+        return self._meter
+
+    def claim_foreground_usage(self) -> Callable[..., bool]:
+        """For an orchestrator that owns the token count: returns its usage recorder."""
+        return self._meter.claim_foreground_usage()
+
+    async def _system_text(self) -> str | None:
+        factory = self._system_prompt_factory
+        if factory is None:
+            return None
+        text = factory()
+        if inspect.isawaitable(text):
+            text = await text
+        return text if isinstance(text, str) else str(text)
+
+    async def _plan_request(
+        self,
+        *,
+        token_budget: int | None,
+        provider: Any,
+        retained: frozenset[int] = frozenset(),
+        hard_fit: bool = False,
+    ) -> RequestPlan:
+        budget = await derive_budget(
+            token_budget=token_budget,
+            provider=provider,
+            max_tokens=self.max_tokens,
+            max_tokens_fallback=self.max_tokens_fallback,
+            output_reserve_fraction=self.output_reserve_fraction,
+        )
+        factory_text = await self._system_text()
+        # Nothing below awaits: from here the request sees one consistent history.
+        return self._build_plan(self._scope(budget, factory_text, retained=retained), hard_fit)
+
+    def _scope(
+        self,
+        budget: Budget,
+        factory_text: str | None,
+        *,
+        retained: frozenset[int] = frozenset(),
+        protected_extra: frozenset[int] = frozenset(),
+    ) -> Scope:
+        """Index the history and fix what one request's views are built from."""
+        family = self.token_family or family_for_model(budget.model_name)
+        index = self._index
+        index.sync(self.messages, family)
+        systems = system_part([index.facts[i] for i in index.system_positions], factory_text)
+        return Scope(
+            budget=budget,
+            systems=systems,
+            system_tokens=sum(index.estimate(m) for m in systems),
+            usable=self._usable_budget(budget.effective_budget),
+            open_tail=open_tail_call(index),
+            retained=retained,
+            protected_extra=protected_extra,
+        )
+
+    def _compose(
+        self, scope: Scope, decisions: Decisions, stats: CompactionStats | None
+    ) -> tuple[list[Mapping[str, Any]], int, RenderResult]:
+        """The notice-inclusive view for ``decisions``, its estimate and the rendered body."""
+        body = self._render(decisions, scope.open_tail, scope.retained)
+        view = [*scope.systems, *body.messages]
+        tokens = scope.system_tokens + body.tokens
+        if (
+            self.compaction_notice_enabled
+            and stats is not None
+            and not decisions.empty
+            and decisions.level >= self.compaction_notice_min_level
+            and scope.open_tail is None
+        ):
+            reminder = notice(stats, decisions, self.compaction_notice_verbosity)
+            view.append(reminder)
+            tokens += self._index.estimate(reminder)
+        return view, tokens, body
+
+    def _build_plan(self, scope: Scope, hard_fit: bool) -> RequestPlan:
+        """Plan one request on our estimate: escalate past the trigger, else render as is."""
+        usable, retained = scope.usable, scope.retained
+        decisions = self._decisions
+        body = self._render(decisions, scope.open_tail, retained)
+        estimate = scope.system_tokens + body.tokens
+        meter_stats = choose_usage(
+            mode=self.token_meter,
+            estimated=estimate,
+            meter=self._meter,
+            budget=usable,
+            view_has_images=self._index.image_messages > 0,
+        )
+        trigger = self.compact_threshold * usable
+        target = usable if hard_fit else int(self.target_usage * usable)
+        step: Step | None = None
+        stats = self._compaction_stats
+        if meter_stats.used >= trigger or (hard_fit and estimate > usable):
+            step = self._escalate(decisions, estimate, target, scope)
+        if step is not None:
+            before_messages = len(scope.systems) + len(body.messages)
+            previous, decisions = decisions, step.decisions
+            after = self._render(decisions, scope.open_tail, retained)
+            stats = self._stats(
+                step,
+                previous,
+                before=(estimate, before_messages),
+                after=(
+                    scope.system_tokens + after.tokens,
+                    len(scope.systems) + len(after.messages),
+                ),
+                systems=len(scope.systems),
+                budget=usable,
+                target=target,
+            )
+        view, view_tokens, body = self._compose(scope, decisions, stats)
+        return RequestPlan(
+            budget=scope.budget,
+            view=view,
+            view_tokens=view_tokens,
+            decisions=decisions,
+            escalated=step,
+            stats=stats if step is not None else None,
+            meter_stats=meter_stats,
+            usable_budget=usable,
+            repaired=body.repaired,
+        )
+
+    def _usable_budget(self, effective: int) -> int:
+        reserve = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
+        # A reserve that would leave nothing is ignored rather than making every request fail.
+        return effective - reserve if reserve < effective else effective
+
+    def _escalate(
+        self, decisions: Decisions, estimate: int, target: int, scope: Scope
+    ) -> Step | None:
+        # Real readings include what we cannot see (tool schemas, overlays); the calibration
+        # ratio scales the target into estimate units so the reduction is sized for real.
+        ratio = self._meter.calibration_ratio if self.token_meter == "actual" else None
+        target_estimate = int(target / ratio) if ratio else target
+        last: Step | None = None
+        for step in plan_escalation(
+            self._index,
+            decisions,
+            usage=estimate,
+            target=target_estimate,
+            policy=self.ladder_policy(),
+            retained=scope.retained,
+            protected_extra=scope.protected_extra,
+            open_tail=scope.open_tail,
+        ):
+            last = step
+        if last is None or last.decisions.same_reductions(decisions):
+            return None  # nothing new to reduce: no storm of identical escalations
+        return last
+
+    def ladder_policy(self) -> LadderPolicy:
+        return LadderPolicy(self.protected_recent, self.protected_tool_results, self.truncate_chars)
+
+    def _stats(
+        self,
+        step: Step,
+        previous: Decisions,
+        *,
+        before: tuple[int, int],
+        after: tuple[int, int],
+        systems: int,
+        budget: int,
+        target: int,
+    ) -> CompactionStats:
+        """Figures of one escalation: counts are what this escalation added."""
+        decisions = step.decisions
+        removed = sorted(decisions.removed - previous.removed)
+        truncated = sorted(set(decisions.truncated) - set(previous.truncated))
+        stubbed = sorted(set(decisions.stubbed) - set(previous.stubbed))
+        return CompactionStats(
+            before_tokens=before[0],
+            after_tokens=after[0],
+            before_messages=before[1],
+            after_messages=after[1],
+            messages_removed=len(removed),
+            messages_truncated=len(truncated),
+            user_messages_stubbed=len(stubbed),
+            system_messages_preserved=systems,
+            strategy_level=step.level,
+            budget=budget,
+            target_tokens=target,
+            protected_recent=self.protected_recent,
+            protected_tool_results=self.protected_tool_results,
+            history_messages=len(self._index.facts),
+            removed_positions=tuple(removed),
+            truncated_positions=tuple(truncated),
+            stubbed_positions=tuple(stubbed),
+        )
+
+    def _render(
+        self, decisions: Decisions, open_tail: int | None, retained: frozenset[int]
+    ) -> RenderResult:
+        """Render the non-system history, reusing the stable prefix of the previous render."""
+        index = self._index
+        size = len(index.facts)
+        if retained:
+            return render_range(
+                index,
+                _without(decisions, retained),
+                0,
+                size,
+                open_tail=open_tail,
+                keep_chars=self.truncate_chars,
+            )
+        # Calls still waiting for results can still change; everything before them cannot.
+        stable = min(index.pending_calls, default=size)
+        cache = self._render_cache
+        if (
+            cache is None
+            or cache[0] is not decisions
+            or cache[1] != index.generation
+            or cache[2] > stable
+        ):
+            prefix = RenderResult()
+            start = 0
+        else:
+            prefix = cache[3]
+            start = cache[2]
+        grown = render_range(
+            index, decisions, start, stable, open_tail=open_tail, keep_chars=self.truncate_chars
+        )
+        prefix.messages.extend(grown.messages)
+        prefix.tokens += grown.tokens
+        prefix.repaired.extend(grown.repaired)
+        self._render_cache = (decisions, index.generation, stable, prefix)
+        tail = render_range(
+            index, decisions, stable, size, open_tail=open_tail, keep_chars=self.truncate_chars
+        )
+        result = RenderResult()
+        result.messages = [*prefix.messages, *tail.messages]
+        result.tokens = prefix.tokens + tail.tokens
+        result.repaired = [*prefix.repaired, *tail.repaired]
+        return result
+
+    # ------------------------------------------------------------------ delivery
+
+    def snapshot(self) -> StateSnapshot:
+        """Everything a failed request must put back (history is never changed by one)."""
+        return StateSnapshot(
+            decisions=self._decisions,
+            stats=self._compaction_stats,
+            meter=self._meter.snapshot(),
+            meter_stats=self._last_token_meter_stats,
+            budget_gate=self._budget_gate.snapshot(),
+        )
+
+    def restore(self, snapshot: StateSnapshot) -> None:
+        self._decisions = snapshot.decisions
+        self._compaction_stats = snapshot.stats
+        self._meter.restore(snapshot.meter)
+        self._last_token_meter_stats = snapshot.meter_stats
+        self._budget_gate.restore(snapshot.budget_gate)
+
+    def _commit(self, plan: RequestPlan) -> None:
+        """Make the plan's decisions the sticky state (synchronous: no await can split it)."""
+        if plan.escalated is not None:
+            self._decisions = plan.decisions
+            self._compaction_stats = plan.stats
+        self._last_token_meter_stats = plan.meter_stats.as_dict()
+        self._meter.note_request_estimate(plan.view_tokens)
+        if (
+            plan.view_tokens > plan.budget.effective_budget
+            and self._over_budget_warned is not self._decisions
+        ):
+            self._over_budget_warned = self._decisions
+            logger.warning(
+                "context-simple: the view (~%d tokens) is over the budget (%d) even after "
+                "compaction: protected content (system prompt, first/last prompt, recent "
+                "messages and tool results) is too large; lower protected_recent or "
+                "protected_tool_results, or shorten the system prompt",
+                plan.view_tokens,
+                plan.budget.effective_budget,
+            )
+
+    async def _announce_compaction(self, plan: RequestPlan) -> None:
+        """``context:pre_compact``: before the commit, so a cancellation here changes nothing."""
+        if plan.escalated is None or plan.stats is None:
+            return
+        stats = plan.stats
+        await events.safe_emit(
+            self.hooks,
+            events.PRE_COMPACT,
+            {
+                "before_tokens": stats.before_tokens,
+                "before_messages": stats.before_messages,
+                "budget": stats.budget,
+            },
+        )
+
+    async def _emit_compaction(
+        self, plan: RequestPlan, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        """``context:compaction`` then ``context:post_compact``, after the commit."""
+        if plan.escalated is None or plan.stats is None:
+            return
+        payload = {**plan.stats.payload(), **(extra or {})}
+        await events.safe_emit(self.hooks, events.COMPACTION, payload)
+        await events.safe_emit(
+            self.hooks,
+            events.POST_COMPACT,
+            {
+                "after_tokens": payload["after_tokens"],
+                "after_messages": payload["after_messages"],
+                "strategy_level": payload["strategy_level"],
+            },
+        )
+
+    async def _emit_budget(self, budget: Budget) -> None:
+        payload = budget.payload()
+        if self._budget_gate.changed(payload) and await events.safe_emit(
+            self.hooks, events.BUDGET, payload
+        ):
+            self._budget_gate.mark_emitted(payload)
+
+    async def _deliver(self, plan: RequestPlan) -> list[dict[str, Any]]:
+        await self._announce_compaction(plan)
+        self._commit(plan)
+        await self._emit_compaction(plan)
+        await self._emit_budget(plan.budget)
+        return plan.view  # type: ignore[return-value]
+
+
+def _without(decisions: Decisions, retained: frozenset[int]) -> Decisions:
+    from types import MappingProxyType
+
+    return Decisions(
+        removed=decisions.removed - retained,
+        truncated=MappingProxyType(
+            {k: v for k, v in decisions.truncated.items() if k not in retained}
+        ),
+        stubbed=MappingProxyType({k: v for k, v in decisions.stubbed.items() if k not in retained}),
+        level=decisions.level,
+        escalations=decisions.escalations,
+    )
+
+
+def _utc_timestamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

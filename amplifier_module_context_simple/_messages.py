@@ -1,0 +1,281 @@
+"""The message vocabulary: what a message is, who wrote it, and how tool calls pair up.
+
+Messages arrive in several shapes and every part of the module has to agree on them:
+
+* Amplifier orchestrators: ``tool_calls: [{"id", "tool", "arguments": {...}}]`` plus a content
+  list of ``thinking`` / ``text`` / ``tool_call`` blocks; results are role ``tool`` with
+  ``tool_call_id``.
+* OpenAI chat data: ``tool_calls: [{"id", "type": "function", "function": {...}}]`` and
+  ``content: None`` on call-only turns.
+* Anthropic data: ``tool_use`` blocks on the assistant, ``tool_result`` blocks (with
+  ``tool_use_id``) on the answering message.
+
+Content blocks may be plain dicts or the host's typed block objects (anything with
+``model_dump()``); both are read through :func:`block_dict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
+CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
+RESULT_BLOCK_TYPES = frozenset({"tool_result"})
+THINKING_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking", "reasoning"})
+NON_HUMAN_SOURCES = frozenset({"hook", "context-compaction"})
+LOADED_TOOLS_KEY = "openai:tool_search_items"
+
+Message = dict[str, Any]
+
+
+def describe(message: object, index: int | None = None) -> str:
+    """A short label for error messages: position and role, never the content."""
+    where = f"message #{index}" if index is not None else "message"
+    if isinstance(message, Mapping):
+        return f"{where} (role={message.get('role')!r})"
+    return f"{where} ({type(message).__name__})"
+
+
+def validate_message(message: object, index: int | None = None) -> None:
+    """Reject a structurally broken message before anything is stored.
+
+    Raises ``TypeError`` when the message is not a mapping, ``ValueError`` for a bad field.
+    Messages that are well formed but do not pair up (an unknown ``tool_call_id``) pass:
+    rejecting them would lose a real tool result.
+    """
+    label = describe(message, index)
+    if not isinstance(message, Mapping):
+        raise TypeError(f"{label}: a message must be a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role is None:
+        raise ValueError(f"{label}: the 'role' key is missing")
+    if role not in ROLES:
+        raise ValueError(f"{label}: 'role' must be one of {', '.join(sorted(ROLES))}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise ValueError(
+            f"{label}: 'content' must be a string, a list of blocks or None, "
+            f"got {type(content).__name__}"
+        )
+    if isinstance(content, list):
+        for position, block in enumerate(content):
+            data = block_dict(block)
+            if data is None or not isinstance(data.get("type"), str):
+                raise ValueError(
+                    f"{label}: content block {position} must be a dict with a string 'type'"
+                )
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None:
+        if not isinstance(tool_calls, list):
+            raise ValueError(
+                f"{label}: 'tool_calls' must be a list, got {type(tool_calls).__name__}"
+            )
+        for position, call in enumerate(tool_calls):
+            if not isinstance(call, Mapping):
+                raise ValueError(f"{label}: tool_calls[{position}] must be a dict")
+    metadata = message.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ValueError(f"{label}: 'metadata' must be a dict, got {type(metadata).__name__}")
+    for key in ("tool_call_id", "name"):
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{label}: {key!r} must be a string, got {type(value).__name__}")
+
+
+def block_dict(block: object) -> Mapping[str, Any] | None:
+    """Read a content block as a mapping, whether it is a dict or a typed host object."""
+    if isinstance(block, Mapping):
+        return block  # type: ignore[return-value]
+    dump = getattr(block, "model_dump", None)
+    if callable(dump):
+        data = dump()
+        if isinstance(data, Mapping):
+            return data  # type: ignore[return-value]
+    return None
+
+
+def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The message's content blocks as mappings (empty for string content)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    result: list[Mapping[str, Any]] = []
+    for block in content:
+        data = block_dict(block)
+        if data is not None:
+            result.append(data)
+    return result
+
+
+def metadata(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = message.get("metadata")
+    return value if isinstance(value, Mapping) else {}  # type: ignore[return-value]
+
+
+def _unique(ids: Iterable[object]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for value in ids:
+        if isinstance(value, str) and value:
+            seen.setdefault(value, None)
+    return tuple(seen)
+
+
+def call_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
+    """Tool-call ids an assistant message declares, in order, without duplicates."""
+    if message.get("role") != "assistant":
+        return ()
+    found: list[object] = []
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        for call in tool_calls:
+            if isinstance(call, Mapping):
+                found.append(call.get("id") or call.get("tool_call_id"))
+    for block in blocks(message):
+        if block.get("type") in CALL_BLOCK_TYPES:
+            found.append(block.get("id"))
+    return _unique(found)
+
+
+def result_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
+    """Tool-call ids this message answers (a ``tool`` message or ``tool_result`` blocks)."""
+    role = message.get("role")
+    found: list[object] = []
+    if role in ("tool", "function"):
+        found.append(message.get("tool_call_id") or message.get("tool_use_id"))
+    if role in ("tool", "user", "function"):
+        for block in blocks(message):
+            if block.get("type") in RESULT_BLOCK_TYPES:
+                found.append(block.get("tool_use_id") or block.get("tool_call_id"))
+    return _unique(found)
+
+
+def is_human_prompt(message: Mapping[str, Any]) -> bool:
+    """True for input a person typed: role ``user`` that no hook or compaction produced.
+
+    A user-role message that only carries tool results is not a prompt either.
+    """
+    if message.get("role") != "user":
+        return False
+    meta = metadata(message)
+    if meta.get("ephemeral") is True or meta.get("source") in NON_HUMAN_SOURCES:
+        return False
+    return not result_ids(message)
+
+
+def is_tool_result(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "tool" or bool(result_ids(message))
+
+
+def has_thinking(message: Mapping[str, Any]) -> bool:
+    if message.get("reasoning_content"):
+        return True
+    return any(block.get("type") in THINKING_BLOCK_TYPES for block in blocks(message))
+
+
+IMAGE_BLOCK_TYPES = frozenset({"image", "image_url", "input_image"})
+
+
+def has_image(message: Mapping[str, Any]) -> bool:
+    """Whether any block (or a block nested in a tool result) carries an image."""
+    for block in blocks(message):
+        if block.get("type") in IMAGE_BLOCK_TYPES:
+            return True
+        inner = block.get("content")
+        if isinstance(inner, list) and any(
+            isinstance(b, Mapping) and b.get("type") in IMAGE_BLOCK_TYPES  # type: ignore[union-attr]
+            for b in inner  # type: ignore[union-attr]
+        ):
+            return True
+    return False
+
+
+def carries_loaded_tools(message: Mapping[str, Any]) -> bool:
+    return LOADED_TOOLS_KEY in metadata(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolGroup:
+    """One assistant message with every result that answers it.
+
+    ``result_indices`` are in history order; ``missing`` lists declared ids with no result.
+    """
+
+    call_index: int
+    call_ids: tuple[str, ...]
+    result_indices: tuple[int, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        return (self.call_index, *self.result_indices)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+@dataclass(slots=True)
+class Pairing:
+    """How the messages of a history pair up into tool-call groups."""
+
+    groups: list[ToolGroup] = field(default_factory=list[ToolGroup])
+    group_at: dict[int, int] = field(default_factory=dict[int, int])
+    """Message index -> position in ``groups`` for every member of a group."""
+    orphan_results: list[int] = field(default_factory=list[int])
+    """Result messages whose call is unknown (or answered by an earlier result already)."""
+
+    def group_of(self, index: int) -> ToolGroup | None:
+        position = self.group_at.get(index)
+        return None if position is None else self.groups[position]
+
+
+def pair_tool_calls(
+    calls: Sequence[tuple[str, ...]], results: Sequence[tuple[str, ...]]
+) -> Pairing:
+    """Group messages by tool-call id, given each message's declared and answered ids.
+
+    A result belongs to the most recent earlier assistant that declared its id and is still
+    waiting for it; anything else is an orphan. Parallel calls answered by separate
+    messages, results interleaved between two assistants, and results carried as blocks all
+    land in the right group.
+    """
+    pairing = Pairing()
+    waiting: dict[str, int] = {}  # call id -> call message index
+    members: dict[int, list[int]] = {}
+    for index, (declared, answered) in enumerate(zip(calls, results, strict=True)):
+        if declared:
+            members[index] = []
+            for call_id in declared:
+                waiting[call_id] = index
+        if answered:
+            owner = None
+            for call_id in answered:
+                candidate = waiting.pop(call_id, None)
+                if candidate is not None and owner is None:
+                    owner = candidate
+            if owner is None:
+                pairing.orphan_results.append(index)
+            else:
+                members[owner].append(index)
+    unanswered: dict[int, list[str]] = {}
+    for call_id, index in waiting.items():
+        unanswered.setdefault(index, []).append(call_id)
+    for call_index in sorted(members):
+        group = ToolGroup(
+            call_index=call_index,
+            call_ids=calls[call_index],
+            result_indices=tuple(members[call_index]),
+            missing=tuple(unanswered.get(call_index, ())),
+        )
+        position = len(pairing.groups)
+        pairing.groups.append(group)
+        for member in group.indices:
+            pairing.group_at[member] = position
+    return pairing
+
+
+def pair_messages(messages: Sequence[Mapping[str, Any]]) -> Pairing:
+    """Convenience form of :func:`pair_tool_calls` that reads the ids itself."""
+    return pair_tool_calls([call_ids(m) for m in messages], [result_ids(m) for m in messages])

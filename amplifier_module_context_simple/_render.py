@@ -1,0 +1,242 @@
+"""Rendering a view from the history and the decisions in force.
+
+Everything here is deterministic: no clocks, no budget-dependent lengths. Unchanged messages
+are passed through as the very same dict objects as in history (no copies); only a message the
+view has to change (truncated, stubbed, or with ``content: None`` that the host model rejects)
+becomes a new dict, and the history's dict is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._decisions import CompactionStats, Decisions
+from ._history import Facts, HistoryIndex
+from ._messages import RESULT_BLOCK_TYPES, blocks
+
+TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
+STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
+STUB_HEAD_CHARS = 50
+PLACEHOLDER_RESULT = (
+    "[no result was recorded for this tool call (the run was interrupted); "
+    "call the tool again if its output is needed]"
+)
+NOTICE_SOURCE = "context-compaction"
+
+Message = dict[str, Any]
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The readable text of a message: string content or its text-bearing blocks joined."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in blocks(message):
+        text = block.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+            continue
+        inner = block.get("content")
+        if isinstance(inner, str):
+            parts.append(inner)
+        elif isinstance(inner, list):
+            parts.extend(
+                str(item.get("text", ""))  # type: ignore[union-attr]
+                for item in inner  # type: ignore[union-attr]
+                if isinstance(item, Mapping)
+            )
+    return "\n".join(parts)
+
+
+def can_truncate(message: Mapping[str, Any], keep_chars: int) -> bool:
+    """Whether truncating would actually shorten this tool result."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content) > keep_chars + 120
+    # Block content (images, nested results) always shrinks to one short text.
+    return bool(content)
+
+
+def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int) -> Message:
+    """The view's shortened form of a tool result; every other key is kept."""
+    marker = TRUNCATION_MARKER.format(tokens=original_tokens)
+    short = marker + text_of(message)[:keep_chars] + "..."
+    result_blocks = [b for b in blocks(message) if b.get("type") in RESULT_BLOCK_TYPES]
+    content: object
+    if message.get("role") != "tool" and result_blocks:
+        # Anthropic-style results live in blocks on a user message; the ids must survive.
+        content = [{**b, "content": short} for b in result_blocks]
+    else:
+        content = short
+    return {**message, "content": content, "_truncated": True, "_original_tokens": original_tokens}
+
+
+def stubbed(message: Mapping[str, Any]) -> Message:
+    text = text_of(message)
+    head = text[:STUB_HEAD_CHARS].replace('"', "'")
+    return {
+        **message,
+        "content": STUB_TEMPLATE.format(head=head),
+        "_stubbed": True,
+        "_original_length": len(text),
+    }
+
+
+def placeholder(call_id: str) -> Message:
+    return {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": PLACEHOLDER_RESULT,
+        "_repaired": True,
+    }
+
+
+def provider_safe(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The host's ``Message`` model refuses ``content: None``; give it an empty string."""
+    if message.get("content") is None:
+        return {**message, "content": ""}
+    return message
+
+
+class RenderResult:
+    """A rendered stretch of history: the messages, their token total and what was repaired."""
+
+    __slots__ = ("messages", "repaired", "tokens")
+
+    def __init__(self) -> None:
+        self.messages: list[Mapping[str, Any]] = []
+        self.tokens = 0
+        self.repaired: list[str] = []
+
+
+def render_range(
+    index: HistoryIndex,
+    decisions: Decisions,
+    start: int,
+    stop: int,
+    *,
+    open_tail: int | None,
+    keep_chars: int,
+    estimate_tokens: bool = True,
+) -> RenderResult:
+    """Render the non-system positions ``start <= i < stop`` under ``decisions``.
+
+    Each tool result is emitted right after its call (so a history that a cancelled run left
+    out of order still gives a valid view); a result whose call is unknown is left out, and a
+    call that never got an answer gets a placeholder result, except the ``open_tail`` call the
+    orchestrator is still executing.
+    """
+    out = RenderResult()
+    facts = index.facts
+    for position in range(start, stop):
+        fact = facts[position]
+        if fact.role == "system" or position in decisions.removed:
+            continue
+        if position in index.owner_of:
+            continue  # emitted together with its call
+        if position in index.orphans:
+            out.repaired.append(f"dropped result at position {position}: its call is unknown")
+            continue
+        _emit(out, index, decisions, position, fact, keep_chars, estimate_tokens)
+        if fact.calls:
+            for result in index.results_of.get(position, ()):
+                if result not in decisions.removed:
+                    _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
+            if position != open_tail:
+                for call_id in sorted(index.missing_results(position)):
+                    filler = placeholder(call_id)
+                    out.messages.append(filler)
+                    out.tokens += index.estimate(filler) if estimate_tokens else 0
+                    out.repaired.append(f"added a placeholder result for call {call_id!r}")
+    return out
+
+
+def _emit(
+    out: RenderResult,
+    index: HistoryIndex,
+    decisions: Decisions,
+    position: int,
+    fact: Facts,
+    keep_chars: int,
+    estimate_tokens: bool,
+) -> None:
+    if position in decisions.truncated:
+        message = truncated(fact.message, decisions.truncated[position], keep_chars)
+        out.tokens += index.estimate(message) if estimate_tokens else 0
+    elif position in decisions.stubbed:
+        message = stubbed(fact.message)
+        out.tokens += index.estimate(message) if estimate_tokens else 0
+    else:
+        message = provider_safe(fact.message)
+        out.tokens += fact.tokens
+    out.messages.append(message)
+
+
+def open_tail_call(index: HistoryIndex) -> int | None:
+    """The trailing call still awaiting results, if the history ends on one."""
+    facts = index.facts
+    position = len(facts) - 1
+    while position >= 0 and (facts[position].role == "system" or position in index.owner_of):
+        position -= 1
+    if position >= 0 and facts[position].calls and index.missing_results(position):
+        return position
+    return None
+
+
+def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Message:
+    """The compaction notice appended to the view's tail.
+
+    Built only from the sticky state, so it stays byte-identical until the next escalation.
+    """
+    summary = (
+        f"Earlier conversation was compacted (level {decisions.level}). Of the first "
+        f"{stats.history_messages} messages, {len(decisions.removed)} are no longer shown, "
+        f"{len(decisions.truncated)} tool results are shortened and {len(decisions.stubbed)} "
+        f"long messages are reduced to a stub; the latest compaction took the view from "
+        f"{stats.before_messages} to {stats.after_messages} messages."
+    )
+    redo = (
+        "Work requested in the first message may already be done: check the recent messages "
+        "before repeating any step, and do not redo state-changing actions."
+    )
+    lines = [summary, redo]
+    if verbosity != "minimal":
+        lines.append(
+            "Kept in full: system instructions, the first and the latest user request, the "
+            "most recent messages and the latest tool results."
+        )
+        lines.append(
+            "Shortened tool results say so at their start; call the tool again if you need "
+            "their full output."
+        )
+    if verbosity == "verbose":
+        lines.append(
+            "Removed turns are not visible to you any more; if a decision made in them "
+            "matters, ask the user or re-derive it from files rather than guessing."
+        )
+    body = "\n".join(lines)
+    return {
+        "role": "user",
+        "content": f'<system-reminder source="{NOTICE_SOURCE}">\n{body}\n</system-reminder>',
+        "metadata": {"source": NOTICE_SOURCE, "ephemeral": True},
+    }
+
+
+def system_part(facts: Sequence[Facts], factory_text: str | None) -> list[Mapping[str, Any]]:
+    """The view's leading system messages.
+
+    With a system prompt factory its text replaces the stored static system messages, while
+    system messages a hook injected stay.
+    """
+    stored = [f.message for f in facts if f.role == "system"]
+    if factory_text is None:
+        return stored
+    hooked = [m for m in stored if _is_hook_message(m)]
+    return [{"role": "system", "content": factory_text}, *hooked]
+
+
+def _is_hook_message(message: Mapping[str, Any]) -> bool:
+    meta = message.get("metadata")
+    return isinstance(meta, Mapping) and meta.get("source") == "hook"  # type: ignore[union-attr]

@@ -1,0 +1,91 @@
+"""Request-scoped retention and hard fit (the ``context.request_retention`` capability).
+
+An orchestrator names the exact reminder bodies its next request must carry; those envelopes
+are kept whole through every rung for that one call. ``hard_fit`` makes the call target the
+budget itself and fail closed, typed, when even the protected set cannot fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._messages import metadata
+
+if TYPE_CHECKING:
+    from ._manager import RequestPlan, SimpleContextManager
+
+
+def context_length_error(message: str) -> Exception:
+    """The host's typed error when it is installed (it is provided at run time)."""
+    try:
+        from amplifier_core.llm_errors import ContextLengthError
+    except ImportError:  # pragma: no cover - the host always ships it
+        return RuntimeError(message)
+    return ContextLengthError(message)
+
+
+def resolve_retained(
+    messages: Sequence[Mapping[str, Any]], retain_contents: Iterable[str]
+) -> frozenset[int]:
+    """Positions of the newest persisted ephemeral envelope matching each requested body.
+
+    Only user-role messages flagged ``ephemeral`` and ``persisted`` qualify, so a person who
+    quotes reminder markup in a prompt does not change what is retained.
+    """
+    if isinstance(retain_contents, str):
+        raise TypeError("retain_contents must be a collection of strings, not one string")
+    wanted: list[str] = []
+    for body in retain_contents:
+        if not isinstance(body, str):
+            raise TypeError(f"retain_contents holds a {type(body).__name__}, expected str")
+        wanted.append(body)
+    found: dict[str, int] = {}
+    pending = set(wanted)
+    for position in range(len(messages) - 1, -1, -1):
+        if not pending:
+            break
+        message = messages[position]
+        content = message.get("content")
+        if content not in pending or message.get("role") != "user":
+            continue
+        meta = metadata(message)
+        if meta.get("ephemeral") is True and meta.get("persisted") is True:
+            found[content] = position  # type: ignore[index]
+            pending.discard(content)  # type: ignore[arg-type]
+    if pending:
+        first = sorted(pending)[0]
+        raise ValueError(
+            f"retain_contents names {len(pending)} reminder(s) that were never admitted as a "
+            f"persisted ephemeral user message, e.g. {first[:80]!r}"
+        )
+    return frozenset(found.values())
+
+
+def check_fits(plan: RequestPlan) -> None:
+    """Fail closed when the view the plan would deliver does not fit its budget."""
+    budget = plan.budget.effective_budget
+    if plan.view_tokens > budget:
+        raise context_length_error(
+            f"context-simple: the request needs ~{plan.view_tokens} tokens but the budget is "
+            f"{budget} after every compaction step; the system prompt, the first and latest "
+            "prompts and the retained reminders cannot be reduced - shorten them, or retain "
+            "fewer reminders"
+        )
+
+
+async def get_messages_for_request_retaining(
+    manager: SimpleContextManager,
+    *,
+    retain_contents: Iterable[str],
+    provider: Any = None,
+    token_budget: int | None = None,
+    hard_fit: bool = False,
+) -> list[dict[str, Any]]:
+    retained = resolve_retained(manager.messages, retain_contents)
+    plan = await manager._plan_request(  # pyright: ignore[reportPrivateUsage]
+        token_budget=token_budget, provider=provider, retained=retained, hard_fit=hard_fit
+    )
+    check_fits(plan)
+    # The compaction event below is the commit boundary: nothing before it changed state.
+    return await manager._deliver(plan)  # pyright: ignore[reportPrivateUsage]

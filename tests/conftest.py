@@ -1,0 +1,42 @@
+"""Shared fixtures: the host's conformance plugin needs to be told where the module lives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "amplifier_module_context_simple"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False, help="run soak tests")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow soak test: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def module_path() -> Path:
+    """Override the host plugin's directory-name heuristic: the checkout may be named anything."""
+    return PACKAGE_DIR
+
+
+class Recorder:
+    """A hooks stand-in for unit tests of event payloads (the real registry is used elsewhere)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    async def emit(self, event: str, data: dict) -> None:
+        self.events.append((event, data))
+
+    def named(self, event: str) -> list[dict]:
+        return [d for e, d in self.events if e == event]
