@@ -348,11 +348,9 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     else:
         raise ValueError(f"unknown tokenizer family {family!r}; expected one of {FAMILIES} or None")
     tally = _Tally()
-    if not isinstance(message, Mapping):
+    if not isinstance(message, Mapping):  # a typed Message, or garbage counted as content
         plain = _plain(message)
-        if not isinstance(plain, Mapping):
-            _content(message, tally, 0)
-        message = plain if isinstance(plain, Mapping) else {}
+        message = plain if isinstance(plain, Mapping) else {"content": message}
     calls = message.get("tool_calls")
     if isinstance(calls, list | tuple):
         for call in calls:
