@@ -45,6 +45,7 @@ class RequestPlan:
     stats: CompactionStats | None
     meter_stats: MeterStats
     usable_budget: int
+    system_tokens: int = 0
     repaired: list[str] = field(default_factory=list[str])
 
 
@@ -397,6 +398,7 @@ class SimpleContextManager:
             stats=stats if step is not None else None,
             meter_stats=meter_stats,
             usable_budget=usable,
+            system_tokens=scope.system_tokens,
             repaired=body.repaired,
         )
 
@@ -538,18 +540,25 @@ class SimpleContextManager:
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
-        if (
-            plan.view_tokens > plan.budget.effective_budget
-            and self._over_budget_warned is not self._decisions
-        ):
+        budget = plan.budget.effective_budget
+        if plan.view_tokens > budget and self._over_budget_warned is not self._decisions:
             self._over_budget_warned = self._decisions
+            if plan.system_tokens > self.target_usage * plan.usable_budget:
+                why = (
+                    f"the system messages alone take ~{plan.system_tokens} tokens, more than "
+                    "the compaction target; shorten the system prompt or raise the budget"
+                )
+            else:
+                why = (
+                    "protected content (first/last prompt, recent messages, the latest tool "
+                    "results) is too large; lower protected_recent or protected_tool_results"
+                )
             logger.warning(
                 "context-simple: the view (~%d tokens) is over the budget (%d) even after "
-                "compaction: protected content (system prompt, first/last prompt, recent "
-                "messages and tool results) is too large; lower protected_recent or "
-                "protected_tool_results, or shorten the system prompt",
+                "compaction: %s",
                 plan.view_tokens,
-                plan.budget.effective_budget,
+                budget,
+                why,
             )
 
     async def _announce_compaction(self, plan: RequestPlan) -> None:

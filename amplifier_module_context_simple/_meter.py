@@ -470,8 +470,11 @@ def choose_usage(
 
     ``"actual"`` uses the meter's latest reading once one exists and the estimate until
     then; ``"estimate"`` always uses the estimate (the reading, if any, is still reported
-    as ``measured``). ``mode`` must already be validated: anything else is a ValueError,
-    as are a negative ``estimated`` and a non-positive ``budget``.
+    as ``measured``). A reading describes the previous request, so in ``"actual"`` mode the
+    calibrated estimate of the current view wins when it is larger: a big tool result that
+    arrived since the last response must not slip past the trigger. ``mode`` must already be
+    validated: anything else is a ValueError, as are a negative ``estimated`` and a
+    non-positive ``budget``.
     """
     if mode != "estimate" and mode != "actual":
         raise ValueError(f"choose_usage: mode must be 'estimate' or 'actual', got {mode!r}")
@@ -482,7 +485,7 @@ def choose_usage(
     measured = meter.latest_reading
     source: Literal["estimate", "actual"]
     if mode == "actual" and measured is not None:
-        source, used = "actual", measured
+        source, used = "actual", max(measured, meter.calibrated(estimated))
     else:
         source, used = "estimate", estimated
     return MeterStats(

@@ -567,12 +567,18 @@ async def test_choose_usage_actual_uses_reading() -> None:
         mode="actual", estimated=450, meter=meter, budget=1000, view_has_images=True
     )
     assert stats.source == "actual"
-    assert stats.used == 800
+    # The view grew since the reading (450 estimated vs 400 then): the calibrated estimate
+    # of the current view (450 * 2.0) beats the stale reading.
+    assert stats.used == 900
     assert stats.measured == 800
     assert stats.estimated == 450
-    assert stats.ratio == pytest.approx(0.8)
+    assert stats.ratio == pytest.approx(0.9)
     assert stats.images_measured is True
     assert stats.calibration_ratio == pytest.approx(2.0)
+    shrunk = choose_usage(
+        mode="actual", estimated=300, meter=meter, budget=1000, view_has_images=False
+    )
+    assert shrunk.used == 800, "a reading above the calibrated estimate is kept"
     no_images = choose_usage(
         mode="actual", estimated=450, meter=meter, budget=1000, view_has_images=False
     )
@@ -604,11 +610,11 @@ async def test_stats_as_dict_is_json_safe_and_complete() -> None:
     assert payload == {
         "mode": "actual",
         "source": "actual",
-        "used": 150,
+        "used": 180,
         "estimated": 120,
         "measured": 150,
         "budget": 1000,
-        "ratio": 0.15,
+        "ratio": 0.18,
         "images_measured": False,
         "calibration_ratio": 1.5,
     }
