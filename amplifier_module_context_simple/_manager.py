@@ -213,7 +213,12 @@ class SimpleContextManager:
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
     ) -> list[dict[str, Any]]:
-        """The provider-facing view for the next request (a new list, history unchanged)."""
+        """The provider-facing view for the next request (a new list, history unchanged).
+
+        Protection wins over the target here: when protected content alone is too large the
+        view is returned anyway, with a warning. Orchestrators that want a hard ceiling use
+        ``get_messages_for_request_retaining(..., hard_fit=True)``, which fails closed.
+        """
         plan = await self._plan_request(token_budget=token_budget, provider=provider)
         return await self._deliver(plan)
 
@@ -540,10 +545,10 @@ class SimpleContextManager:
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
-        budget = plan.budget.effective_budget
-        if plan.view_tokens > budget and self._over_budget_warned is not self._decisions:
+        target = int(self.target_usage * plan.usable_budget)
+        if plan.view_tokens > target and self._over_budget_warned is not self._decisions:
             self._over_budget_warned = self._decisions
-            if plan.system_tokens > self.target_usage * plan.usable_budget:
+            if plan.system_tokens > target:
                 why = (
                     f"the system messages alone take ~{plan.system_tokens} tokens, more than "
                     "the compaction target; shorten the system prompt or raise the budget"
@@ -554,10 +559,10 @@ class SimpleContextManager:
                     "results) is too large; lower protected_recent or protected_tool_results"
                 )
             logger.warning(
-                "context-simple: the view (~%d tokens) is over the budget (%d) even after "
-                "compaction: %s",
+                "context-simple: the view (~%d tokens) stays above the compaction target (%d) "
+                "after compaction: %s",
                 plan.view_tokens,
-                budget,
+                target,
                 why,
             )
 
