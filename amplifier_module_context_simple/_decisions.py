@@ -41,9 +41,6 @@ class Decisions:
             and dict(self.stubbed) == dict(other.stubbed)
         )
 
-    def touches(self, index: int) -> bool:
-        return index in self.removed or index in self.truncated or index in self.stubbed
-
 
 NO_DECISIONS = Decisions()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._messages import (
+    ToolPairing,
     call_ids,
     carries_loaded_tools,
     has_image,
@@ -57,27 +58,17 @@ class HistoryIndex:
         self.facts: list[Facts] = []
         self.generation = 0
         """Bumped whenever an already-indexed position changes (caches keyed on it drop)."""
-        self.total_tokens = 0
-        self._reset_pairing()
+        self._reset_positions()
 
-    def _reset_pairing(self) -> None:
-        self._waiting: dict[str, int] = {}
-        self.results_of: dict[int, list[int]] = {}
-        """Call position -> positions of the results that answer it, in order."""
-        self.owner_of: dict[int, int] = {}
-        """Result position -> call position."""
-        self.orphans: set[int] = set()
-        self._unanswered: dict[int, set[str]] = {}
-        self.pending_calls: set[int] = set()
-        """Call positions with at least one result still missing."""
+    def _reset_positions(self) -> None:
+        self.pairing = ToolPairing()
         self.system_positions: list[int] = []
         self.image_messages = 0
 
     def reset(self) -> None:
         self.facts = []
-        self.total_tokens = 0
         self.generation += 1
-        self._reset_pairing()
+        self._reset_positions()
 
     @property
     def family(self) -> str | None:
@@ -103,41 +94,14 @@ class HistoryIndex:
             self._append(self._facts_for(message))
         return facts
 
-    def missing_results(self, call_index: int) -> set[str]:
-        """Declared ids of the call at ``call_index`` that no result has answered yet."""
-        return self._unanswered.get(call_index, set())
-
     def _append(self, fact: Facts) -> None:
         index = len(self.facts)
         self.facts.append(fact)
-        self.total_tokens += fact.tokens
+        self.pairing.add(fact.calls, fact.results)
         if fact.role == "system":
             self.system_positions.append(index)
         if fact.image:
             self.image_messages += 1
-        if fact.results:
-            owner = None
-            for call_id in fact.results:
-                candidate = self._waiting.pop(call_id, None)
-                if candidate is not None:
-                    missing = self._unanswered[candidate]
-                    missing.discard(call_id)
-                    if not missing:
-                        self.pending_calls.discard(candidate)
-                    if owner is None:
-                        owner = candidate
-            if owner is None:
-                self.orphans.add(index)
-            else:
-                self.owner_of[index] = owner
-                self.results_of[owner].append(index)
-        if fact.calls:
-            self.results_of[index] = []
-            self._unanswered[index] = set(fact.calls)
-            self.pending_calls.add(index)
-            for call_id in fact.calls:
-                # A reused id leaves the earlier call unanswered: results go to the newest.
-                self._waiting[call_id] = index
 
     def _facts_for(self, message: Mapping[str, Any]) -> Facts:
         role = message.get("role")

@@ -197,10 +197,10 @@ def _truncate(
 def _units(index: HistoryIndex, plan: _Plan) -> Iterator[tuple[int, ...]]:
     """Removal units oldest first: a whole tool-call group, or a single message."""
     for position, fact in enumerate(index.facts):
-        if fact.role == "system" or position in plan.removed or position in index.owner_of:
+        if fact.role == "system" or position in plan.removed or position in index.pairing.owner_of:
             continue
         if fact.calls:
-            yield (position, *index.results_of.get(position, ()))
+            yield (position, *index.pairing.results_of.get(position, ()))
         else:
             yield (position,)
 
@@ -219,7 +219,7 @@ def _remove(
         head = unit[0]
         if any(p in protected for p in unit):
             continue
-        if index.facts[head].calls and (head == open_tail or index.missing_results(head)):
+        if index.facts[head].calls and (head == open_tail or index.pairing.missing(head)):
             continue  # an unanswered call is never removed
         plan.usage -= sum(plan.rendered_tokens(p, keep_chars) for p in unit)
         for p in unit:

@@ -490,7 +490,7 @@ class SimpleContextManager:
                 keep_chars=self.truncate_chars,
             )
         # Calls still waiting for results can still change; everything before them cannot.
-        stable = min(index.pending_calls, default=size)
+        stable = min(index.pairing.pending_calls, default=size)
         cache = self._render_cache
         if (
             cache is None

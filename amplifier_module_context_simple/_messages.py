@@ -17,7 +17,6 @@ Content blocks may be plain dicts or the host's typed block objects (anything wi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
@@ -195,87 +194,65 @@ def carries_loaded_tools(message: Mapping[str, Any]) -> bool:
     return LOADED_TOOLS_KEY in metadata(message)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolGroup:
-    """One assistant message with every result that answers it.
+class ToolPairing:
+    """Which result answers which call, maintained one message at a time.
 
-    ``result_indices`` are in history order; ``missing`` lists declared ids with no result.
-    """
-
-    call_index: int
-    call_ids: tuple[str, ...]
-    result_indices: tuple[int, ...]
-    missing: tuple[str, ...]
-
-    @property
-    def indices(self) -> tuple[int, ...]:
-        return (self.call_index, *self.result_indices)
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing
-
-
-@dataclass(slots=True)
-class Pairing:
-    """How the messages of a history pair up into tool-call groups."""
-
-    groups: list[ToolGroup] = field(default_factory=list[ToolGroup])
-    group_at: dict[int, int] = field(default_factory=dict[int, int])
-    """Message index -> position in ``groups`` for every member of a group."""
-    orphan_results: list[int] = field(default_factory=list[int])
-    """Result messages whose call is unknown (or answered by an earlier result already)."""
-
-    def group_of(self, index: int) -> ToolGroup | None:
-        position = self.group_at.get(index)
-        return None if position is None else self.groups[position]
-
-
-def pair_tool_calls(
-    calls: Sequence[tuple[str, ...]], results: Sequence[tuple[str, ...]]
-) -> Pairing:
-    """Group messages by tool-call id, given each message's declared and answered ids.
-
-    A result belongs to the most recent earlier assistant that declared its id and is still
-    waiting for it; anything else is an orphan. Parallel calls answered by separate
+    A result belongs to the most recent earlier assistant message that declared its id and is
+    still waiting for it; anything else is an orphan. Parallel calls answered by separate
     messages, results interleaved between two assistants, and results carried as blocks all
-    land in the right group.
+    land with the right call. Feeding messages in order is a single forward pass, so the
+    history index keeps one of these up to date at the cost of the new messages only.
     """
-    pairing = Pairing()
-    waiting: dict[str, int] = {}  # call id -> call message index
-    members: dict[int, list[int]] = {}
-    for index, (declared, answered) in enumerate(zip(calls, results, strict=True)):
-        if declared:
-            members[index] = []
-            for call_id in declared:
-                waiting[call_id] = index
+
+    def __init__(self) -> None:
+        self.results_of: dict[int, list[int]] = {}
+        """Call position -> positions of the results that answer it, in order."""
+        self.owner_of: dict[int, int] = {}
+        """Result position -> call position."""
+        self.orphans: set[int] = set()
+        """Results whose call is unknown (or that answer an id already answered)."""
+        self.pending_calls: set[int] = set()
+        """Call positions with at least one result still missing."""
+        self._waiting: dict[str, int] = {}
+        self._unanswered: dict[int, set[str]] = {}
+        self._size = 0
+
+    def add(self, declared: tuple[str, ...], answered: tuple[str, ...]) -> None:
+        """Account for the next message, given the ids it declares and the ids it answers."""
+        index = self._size
+        self._size += 1
         if answered:
             owner = None
             for call_id in answered:
-                candidate = waiting.pop(call_id, None)
-                if candidate is not None and owner is None:
-                    owner = candidate
+                candidate = self._waiting.pop(call_id, None)
+                if candidate is not None:
+                    missing = self._unanswered[candidate]
+                    missing.discard(call_id)
+                    if not missing:
+                        self.pending_calls.discard(candidate)
+                    if owner is None:
+                        owner = candidate
             if owner is None:
-                pairing.orphan_results.append(index)
+                self.orphans.add(index)
             else:
-                members[owner].append(index)
-    unanswered: dict[int, list[str]] = {}
-    for call_id, index in waiting.items():
-        unanswered.setdefault(index, []).append(call_id)
-    for call_index in sorted(members):
-        group = ToolGroup(
-            call_index=call_index,
-            call_ids=calls[call_index],
-            result_indices=tuple(members[call_index]),
-            missing=tuple(unanswered.get(call_index, ())),
-        )
-        position = len(pairing.groups)
-        pairing.groups.append(group)
-        for member in group.indices:
-            pairing.group_at[member] = position
+                self.owner_of[index] = owner
+                self.results_of[owner].append(index)
+        if declared:
+            self.results_of[index] = []
+            self._unanswered[index] = set(declared)
+            self.pending_calls.add(index)
+            for call_id in declared:
+                # A reused id leaves the earlier call unanswered: results go to the newest.
+                self._waiting[call_id] = index
+
+    def missing(self, call_index: int) -> set[str]:
+        """Declared ids of the call at ``call_index`` that no result has answered yet."""
+        return self._unanswered.get(call_index, set())
+
+
+def pair_messages(messages: Sequence[Mapping[str, Any]]) -> ToolPairing:
+    """Pair a whole list of messages at once."""
+    pairing = ToolPairing()
+    for message in messages:
+        pairing.add(call_ids(message), result_ids(message))
     return pairing
-
-
-def pair_messages(messages: Sequence[Mapping[str, Any]]) -> Pairing:
-    """Convenience form of :func:`pair_tool_calls` that reads the ids itself."""
-    return pair_tool_calls([call_ids(m) for m in messages], [result_ids(m) for m in messages])

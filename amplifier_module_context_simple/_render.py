@@ -134,18 +134,18 @@ def render_range(
         fact = facts[position]
         if fact.role == "system" or position in decisions.removed:
             continue
-        if position in index.owner_of:
+        if position in index.pairing.owner_of:
             continue  # emitted together with its call
-        if position in index.orphans:
+        if position in index.pairing.orphans:
             out.repaired.append(f"dropped result at position {position}: its call is unknown")
             continue
         _emit(out, index, decisions, position, fact, keep_chars, estimate_tokens)
         if fact.calls:
-            for result in index.results_of.get(position, ()):
+            for result in index.pairing.results_of.get(position, ()):
                 if result not in decisions.removed:
                     _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
             if position != open_tail:
-                for call_id in sorted(index.missing_results(position)):
+                for call_id in sorted(index.pairing.missing(position)):
                     filler = placeholder(call_id)
                     out.messages.append(filler)
                     out.tokens += index.estimate(filler) if estimate_tokens else 0
@@ -178,9 +178,11 @@ def open_tail_call(index: HistoryIndex) -> int | None:
     """The trailing call still awaiting results, if the history ends on one."""
     facts = index.facts
     position = len(facts) - 1
-    while position >= 0 and (facts[position].role == "system" or position in index.owner_of):
+    while position >= 0 and (
+        facts[position].role == "system" or position in index.pairing.owner_of
+    ):
         position -= 1
-    if position >= 0 and facts[position].calls and index.missing_results(position):
+    if position >= 0 and facts[position].calls and index.pairing.missing(position):
         return position
     return None
 

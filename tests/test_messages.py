@@ -142,9 +142,10 @@ def test_pairing_finds_exactly_the_groups(
 ) -> None:
     messages, groups = case
     pairing = pair_messages(messages)
-    assert [list(g.indices) for g in pairing.groups] == groups
-    assert all(g.complete for g in pairing.groups)
-    assert pairing.orphan_results == []
+    found = [[call, *results] for call, results in sorted(pairing.results_of.items()) if results]
+    assert found == groups
+    assert pairing.pending_calls == set()
+    assert pairing.orphans == set()
 
 
 @given(conversations(), st.data())
@@ -159,6 +160,19 @@ def test_dropping_a_result_is_seen_as_missing(
     dropped_id = messages[victim]["tool_call_id"]
     remaining = messages[:victim] + messages[victim + 1 :]
     pairing = pair_messages(remaining)
-    owner = pairing.group_of(group[0])
-    assert owner is not None
-    assert owner.missing == (dropped_id,)
+    assert pairing.missing(group[0]) == {dropped_id}
+    assert pairing.pending_calls == {group[0]}
+
+
+def test_orphans_and_reused_ids() -> None:
+    messages = [
+        {"role": "tool", "tool_call_id": "ghost", "content": "x"},
+        {"role": "assistant", "tool_calls": [{"id": "a", "tool": "t"}]},
+        {"role": "assistant", "tool_calls": [{"id": "a", "tool": "t"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "y"},
+        {"role": "tool", "tool_call_id": "a", "content": "again"},
+    ]
+    pairing = pair_messages(messages)
+    assert pairing.orphans == {0, 4}
+    assert pairing.owner_of == {3: 2}, "a result goes to the newest call waiting for its id"
+    assert pairing.missing(1) == {"a"}
