@@ -58,6 +58,7 @@ class HistoryIndex:
         self.facts: list[Facts] = []
         self.generation = 0
         """Bumped whenever an already-indexed position changes (caches keyed on it drop)."""
+        self._indexed_list: Sequence[Mapping[str, Any]] | None = None
         self._reset_positions()
 
     def _reset_positions(self) -> None:
@@ -83,16 +84,40 @@ class HistoryIndex:
             self._family = family
             self.reset()
         facts = self.facts
-        if len(facts) > len(messages) or any(
-            f.message is not m for f, m in zip(facts, messages, strict=False)
-        ):
+        if not self._still_indexed(messages):
             # Something already indexed changed: rebuild (the persistent subclass does this
             # on every request by handing us freshly parsed dicts).
             self.reset()
             facts = self.facts
         for message in messages[len(facts) :]:
             self._append(self._facts_for(message))
+        self._indexed_list = messages
         return facts
+
+    def _still_indexed(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether every indexed position still holds the message it was indexed from.
+
+        Our own history only grows by appending to the same list, so for that list checking
+        the ends is enough and keeps a request O(new messages). Any other list (a subclass
+        that re-reads its file, ``set_messages``) is compared position by position, by
+        identity first and by value where the objects differ.
+        """
+        facts = self.facts
+        if len(facts) > len(messages):
+            return False
+        if not facts:
+            return True
+        if messages is self._indexed_list:
+            return facts[0].message is messages[0] and facts[-1].message is messages[len(facts) - 1]
+        for fact, message in zip(facts, messages, strict=False):
+            if fact.message is message:
+                continue
+            # A re-read copy of the same message keeps its facts (equality is a C-level
+            # comparison, far cheaper than estimating again); anything else is a rewrite.
+            if fact.message != message:
+                return False
+            fact.message = message
+        return True
 
     def _append(self, fact: Facts) -> None:
         index = len(self.facts)

@@ -546,7 +546,11 @@ class SimpleContextManager:
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
         target = int(self.target_usage * plan.usable_budget)
-        if plan.view_tokens > target and self._over_budget_warned is not self._decisions:
+        if (
+            plan.escalated is not None
+            and plan.view_tokens > target
+            and self._over_budget_warned is not self._decisions
+        ):
             self._over_budget_warned = self._decisions
             if plan.system_tokens > target:
                 why = (
