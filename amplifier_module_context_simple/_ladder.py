@@ -72,13 +72,17 @@ class _Plan:
         self.stubbed = {k: v for k, v in base.stubbed.items() if k not in retained}
         self.usage = usage
         self.changed = False
+        self.short: dict[int, int] = {}
+        """Estimated tokens of a shortened form, remembered from when it was planned."""
 
     def rendered_tokens(self, position: int, keep_chars: int) -> int:
         fact = self.index.facts[position]
         if position in self.truncated:
-            return self.index.estimate(
-                truncated(fact.message, self.truncated[position], keep_chars)
-            )
+            if position not in self.short:
+                self.short[position] = self.index.estimate(
+                    truncated(fact.message, self.truncated[position], keep_chars)
+                )
+            return self.short[position]
         if position in self.stubbed:
             return self.index.estimate(stubbed(fact.message))
         return fact.tokens
@@ -190,6 +194,7 @@ def _truncate(
         if short >= fact.tokens:
             continue
         plan.truncated[position] = fact.tokens
+        plan.short[position] = short
         plan.usage -= fact.tokens - short
         plan.changed = True
 

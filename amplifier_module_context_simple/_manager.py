@@ -340,10 +340,15 @@ class SimpleContextManager:
         )
 
     def _compose(
-        self, scope: Scope, decisions: Decisions, stats: CompactionStats | None
+        self,
+        scope: Scope,
+        decisions: Decisions,
+        stats: CompactionStats | None,
+        body: RenderResult | None = None,
     ) -> tuple[list[Mapping[str, Any]], int, RenderResult]:
         """The notice-inclusive view for ``decisions``, its estimate and the rendered body."""
-        body = self._render(decisions, scope.open_tail, scope.retained)
+        if body is None:
+            body = self._render(decisions, scope.open_tail, scope.retained)
         view = [*scope.systems, *body.messages]
         tokens = scope.system_tokens + body.tokens
         if (
@@ -380,7 +385,7 @@ class SimpleContextManager:
         if step is not None:
             before_messages = len(scope.systems) + len(body.messages)
             previous, decisions = decisions, step.decisions
-            after = self._render(decisions, scope.open_tail, retained)
+            body = after = self._render(decisions, scope.open_tail, retained)
             stats = self._stats(
                 step,
                 previous,
@@ -393,7 +398,7 @@ class SimpleContextManager:
                 budget=usable,
                 target=target,
             )
-        view, view_tokens, body = self._compose(scope, decisions, stats)
+        view, view_tokens, body = self._compose(scope, decisions, stats, body)
         return RequestPlan(
             budget=scope.budget,
             view=view,
