@@ -260,8 +260,10 @@ def _plain(value: Any) -> Any:
 def _content(value: Any, tally: _Tally, depth: int) -> None:
     if isinstance(value, str):
         tally.texts.append(value)
-    elif value is None or isinstance(value, bool) or depth > _MAX_DEPTH:
+    elif value is None or isinstance(value, bool):
         return
+    elif depth > _MAX_DEPTH:
+        _deep_texts(value, tally)
     elif isinstance(value, Mapping):
         _block(value, tally, depth + 1)
     elif isinstance(value, list | tuple):
@@ -273,6 +275,18 @@ def _content(value: Any, tally: _Tally, depth: int) -> None:
         tally.extra += value.bit_length() // 10 + 1  # about one token per three digits
     else:
         _content(_plain(value), tally, depth + 1)
+
+
+def _deep_texts(value: Any, tally: _Tally) -> None:
+    """Every string below a hostile nesting depth, walked without recursion (never free)."""
+    stack, seen = [value], set[int]()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            tally.texts.append(item)
+        elif isinstance(item, Mapping | list | tuple) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(item.values() if isinstance(item, Mapping) else item)  # type: ignore[arg-type]
 
 
 def _arguments(value: Any, tally: _Tally, depth: int) -> None:

@@ -122,7 +122,12 @@ class HistoryIndex:
     def _append(self, fact: Facts) -> None:
         index = len(self.facts)
         self.facts.append(fact)
+        late = self.pairing.late_answers
         self.pairing.add(fact.calls, fact.results)
+        if self.pairing.late_answers != late:
+            # A call that views already showed as interrupted just got its result: the
+            # rendered prefix that holds its placeholder is out of date.
+            self.generation += 1
         if fact.role == "system":
             self.system_positions.append(index)
         if fact.image:

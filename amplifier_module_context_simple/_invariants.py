@@ -118,8 +118,9 @@ def _check_against_history(
 
 def _same_payload(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Equal as the provider sees them: role, content and tool calls."""
+    # ``None`` content reaches the provider as "" (the host's model refuses None).
     return (
         a.get("role") == b.get("role")
-        and a.get("content") == b.get("content")
+        and (a.get("content") or "") == (b.get("content") or "")
         and a.get("tool_calls") == b.get("tool_calls")
     )

@@ -165,6 +165,10 @@ def _protected(
     keep.update(recent_results)
     if open_tail is not None:
         keep.add(open_tail)
+    # The latest assistant turn carries the thinking the provider checks; it stays whole.
+    latest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role == "assistant"), None)
+    if latest is not None:
+        keep.add(latest)
     return frozenset(keep)
 
 

@@ -45,6 +45,10 @@ class RequestPlan:
     stats: CompactionStats | None
     meter_stats: MeterStats
     usable_budget: int
+    base: Decisions = NO_DECISIONS
+    """The decisions in force when the plan was made: it may only replace exactly those."""
+    epoch: int = 0
+    """The history generation it was made for (``set_messages``/``clear`` start a new one)."""
     system_tokens: int = 0
     repaired: list[str] = field(default_factory=list[str])
 
@@ -61,6 +65,7 @@ class Scope:
     open_tail: int | None
     retained: frozenset[int]
     protected_extra: frozenset[int]
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,8 @@ class SimpleContextManager:
         self._system_prompt_factory: SystemPromptFactory | None = None
         self._render_cache: tuple[Decisions, int, int, RenderResult] | None = None
         self._over_budget_warned: Decisions | None = None
+        self._epoch = 0
+        self._last_repairs: tuple[str, ...] = ()
 
     # Attribute declarations for type checkers (set from the config in __init__).
     max_tokens: int | None
@@ -182,6 +189,7 @@ class SimpleContextManager:
         self._reset_derived()
 
     def _reset_derived(self) -> None:
+        self._epoch += 1
         self._index.reset()
         self._decisions = NO_DECISIONS
         self._compaction_stats = None
@@ -337,6 +345,7 @@ class SimpleContextManager:
             open_tail=open_tail_call(index),
             retained=retained,
             protected_extra=protected_extra,
+            epoch=self._epoch,
         )
 
     def _compose(
@@ -408,6 +417,8 @@ class SimpleContextManager:
             stats=stats if step is not None else None,
             meter_stats=meter_stats,
             usable_budget=usable,
+            base=self._decisions,
+            epoch=scope.epoch,
             system_tokens=scope.system_tokens,
             repaired=body.repaired,
         )
@@ -494,8 +505,9 @@ class SimpleContextManager:
                 open_tail=open_tail,
                 keep_chars=self.truncate_chars,
             )
-        # Calls still waiting for results can still change; everything before them cannot.
-        stable = min(index.pairing.pending_calls, default=size)
+        # Only the call the orchestrator is still executing can gain results in place; an
+        # older interrupted call that later gets answered bumps the index generation.
+        stable = size if open_tail is None else open_tail
         cache = self._render_cache
         if (
             cache is None
@@ -543,13 +555,31 @@ class SimpleContextManager:
         self._last_token_meter_stats = snapshot.meter_stats
         self._budget_gate.restore(snapshot.budget_gate)
 
-    def _commit(self, plan: RequestPlan) -> None:
-        """Make the plan's decisions the sticky state (synchronous: no await can split it)."""
+    def is_current(self, plan: RequestPlan) -> bool:
+        """Whether ``plan`` was made for the history and decisions in force right now.
+
+        A request that was suspended (a slow hook) while the history was replaced, or while
+        a newer request escalated, must not write its older decisions over the new state.
+        """
+        return plan.epoch == self._epoch and plan.base is self._decisions
+
+    def _commit(self, plan: RequestPlan) -> bool:
+        """Make the plan's decisions sticky (synchronous: no await can split it).
+
+        Returns False, changing nothing, when the plan is no longer current.
+        """
+        if not self.is_current(plan):
+            return False
         if plan.escalated is not None:
             self._decisions = plan.decisions
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
+        self._report_repairs(plan.repaired)
+        self._warn_if_still_above_target(plan)
+        return True
+
+    def _warn_if_still_above_target(self, plan: RequestPlan) -> None:
         target = int(self.target_usage * plan.usable_budget)
         if (
             plan.escalated is not None
@@ -574,6 +604,22 @@ class SimpleContextManager:
                 target,
                 why,
             )
+
+    def _report_repairs(self, repaired: list[str]) -> None:
+        """Log what the view had to repair in a damaged history, once per change."""
+        current = tuple(repaired)
+        if current and current != self._last_repairs:
+            logger.warning(
+                "context-simple: the history holds unpaired tool messages; the view %s",
+                "; ".join(current[:10])
+                + (f" (+{len(current) - 10} more)" if len(current) > 10 else ""),
+            )
+        self._last_repairs = current
+
+    @property
+    def view_repairs(self) -> tuple[str, ...]:
+        """What the latest view repaired (placeholders added, orphan results left out)."""
+        return self._last_repairs
 
     async def _announce_compaction(self, plan: RequestPlan) -> None:
         """``context:pre_compact``: before the commit, so a cancellation here changes nothing."""
@@ -616,9 +662,10 @@ class SimpleContextManager:
             self._budget_gate.mark_emitted(payload)
 
     async def _deliver(self, plan: RequestPlan) -> list[dict[str, Any]]:
-        await self._announce_compaction(plan)
-        self._commit(plan)
-        await self._emit_compaction(plan)
+        if self.is_current(plan):
+            await self._announce_compaction(plan)
+        if self._commit(plan):
+            await self._emit_compaction(plan)
         await self._emit_budget(plan.budget)
         return plan.view  # type: ignore[return-value]
 

@@ -125,19 +125,21 @@ class MeasuredTransaction:
         if self._answer is not None:
             return self._answer
         manager = self._manager
-        stale = manager._decisions is not self._entry  # pyright: ignore[reportPrivateUsage]
+        plan = self._plan
+        stale = plan is not None and not manager.is_current(plan)
         if stale or (is_cancelled is not None and is_cancelled()):
             self._answer = False
             return False
-        self._answer = True
-        plan = self._plan
         if plan is None:
+            self._answer = True
             return True
+        # Cancelled here, nothing has changed yet and a retry may still commit.
         await manager._announce_compaction(plan)  # pyright: ignore[reportPrivateUsage]
-        manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
-        await manager._emit_compaction(plan, self._extra)  # pyright: ignore[reportPrivateUsage]
-        await manager._emit_budget(plan.budget)  # pyright: ignore[reportPrivateUsage]
-        return True
+        self._answer = manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
+        if self._answer:
+            await manager._emit_compaction(plan, self._extra)  # pyright: ignore[reportPrivateUsage]
+            await manager._emit_budget(plan.budget)  # pyright: ignore[reportPrivateUsage]
+        return self._answer
 
 
 async def get_measured_request_view(
@@ -153,7 +155,6 @@ async def get_measured_request_view(
             "get_measured_request_view needs token_meter='actual' in the context-simple config"
         )
     retained = resolve_retained(manager.messages, retain_contents)
-    entry = manager._decisions  # pyright: ignore[reportPrivateUsage]
     budget = await derive_budget(
         token_budget=None,
         provider=provider,
@@ -165,6 +166,7 @@ async def get_measured_request_view(
     scope = manager._scope(  # pyright: ignore[reportPrivateUsage]
         budget, factory_text, retained=retained, protected_extra=_developer_positions(manager)
     )
+    entry = manager._decisions  # pyright: ignore[reportPrivateUsage]
     return await _walk(manager, scope, entry, count_view, fit_output)
 
 
@@ -338,6 +340,8 @@ def _plan_for(
             view_has_images=False,
         ),
         usable_budget=scope.usable,
+        base=entry,
+        epoch=scope.epoch,
     )
 
 

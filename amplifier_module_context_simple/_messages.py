@@ -50,7 +50,7 @@ def validate_message(message: object, index: int | None = None) -> None:
     role = message.get("role")
     if role is None:
         raise ValueError(f"{label}: the 'role' key is missing")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise ValueError(f"{label}: 'role' must be one of {', '.join(sorted(ROLES))}")
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
@@ -60,11 +60,9 @@ def validate_message(message: object, index: int | None = None) -> None:
         )
     if isinstance(content, list):
         for position, block in enumerate(content):
-            data = block_dict(block)
-            if data is None or not isinstance(data.get("type"), str):
-                raise ValueError(
-                    f"{label}: content block {position} must be a dict with a string 'type'"
-                )
+            problem = _block_problem(block_dict(block))
+            if problem:
+                raise ValueError(f"{label}: content block {position} {problem}")
     tool_calls = message.get("tool_calls")
     if tool_calls is not None:
         if not isinstance(tool_calls, list):
@@ -81,6 +79,54 @@ def validate_message(message: object, index: int | None = None) -> None:
         value = message.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{label}: {key!r} must be a string, got {type(value).__name__}")
+
+
+# Block types we pass through: the host's own vocabulary, plus the provider-native shapes that
+# real transcripts carry (OpenAI parts, Anthropic blocks). Anything else is refused at the door
+# rather than aborting a turn later inside the host's Message model.
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "text": (("text", str),),
+    "thinking": (("thinking", str),),
+    "redacted_thinking": (("data", str),),
+    "tool_call": (("id", str), ("name", str), ("input", Mapping)),
+    "tool_use": (("id", str), ("name", str)),
+    "tool_result": (),
+    "image": (("source", Mapping),),
+    "reasoning": (("content", list), ("summary", list)),
+    "image_url": (),
+    "input_text": (("text", str),),
+    "output_text": (("text", str),),
+    "input_image": (),
+    "input_audio": (),
+    "audio": (),
+    "document": (),
+    "file": (),
+    "refusal": (),
+}
+KNOWN_BLOCK_TYPES = frozenset(_BLOCK_FIELDS)
+
+
+def _block_problem(data: Mapping[str, Any] | None) -> str | None:
+    if data is None or not isinstance(data.get("type"), str):
+        return "must be a dict with a string 'type'"
+    kind = data["type"]
+    fields = _BLOCK_FIELDS.get(kind)
+    if fields is None:
+        return f"has an unknown type {kind!r} (known: {', '.join(sorted(KNOWN_BLOCK_TYPES))})"
+    for key, expected in fields:
+        if not isinstance(data.get(key), expected):
+            return f"of type {kind!r} needs {key!r} of type {_type_name(expected)}"
+    if kind == "tool_result" and not isinstance(
+        data.get("tool_use_id") or data.get("tool_call_id"), str
+    ):
+        return "of type 'tool_result' needs a string 'tool_use_id' or 'tool_call_id'"
+    return None
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    if isinstance(expected, tuple):
+        return " or ".join(t.__name__ for t in expected)
+    return "dict" if expected is Mapping else expected.__name__
 
 
 def block_dict(block: object) -> Mapping[str, Any] | None:
@@ -213,9 +259,12 @@ class ToolPairing:
         """Results whose call is unknown (or that answer an id already answered)."""
         self.pending_calls: set[int] = set()
         """Call positions with at least one result still missing."""
+        self.late_answers = 0
+        """Results that answered a call after other turns had already followed it."""
         self._waiting: dict[str, int] = {}
         self._unanswered: dict[int, set[str]] = {}
         self._size = 0
+        self._last_turn = -1  # the latest position that is not a tool result
 
     def add(self, declared: tuple[str, ...], answered: tuple[str, ...]) -> None:
         """Account for the next message, given the ids it declares and the ids it answers."""
@@ -237,6 +286,10 @@ class ToolPairing:
             else:
                 self.owner_of[index] = owner
                 self.results_of[owner].append(index)
+                if owner < self._last_turn:
+                    self.late_answers += 1
+        else:
+            self._last_turn = index
         if declared:
             self.results_of[index] = []
             self._unanswered[index] = set(declared)

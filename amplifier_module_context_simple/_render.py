@@ -13,7 +13,7 @@ from typing import Any
 
 from ._decisions import CompactionStats, Decisions
 from ._history import Facts, HistoryIndex
-from ._messages import RESULT_BLOCK_TYPES, blocks
+from ._messages import RESULT_BLOCK_TYPES, block_dict, blocks
 
 TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
 STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
@@ -93,6 +93,20 @@ def placeholder(call_id: str) -> Message:
     }
 
 
+def without_results(message: Mapping[str, Any], ids: set[str]) -> Message:
+    """A copy without the ``tool_result`` blocks that answer ``ids``."""
+    kept = [
+        b
+        for b in message.get("content") or []
+        if not (
+            (data := block_dict(b)) is not None
+            and data.get("type") in RESULT_BLOCK_TYPES
+            and (data.get("tool_use_id") or data.get("tool_call_id")) in ids
+        )
+    ]
+    return {**message, "content": kept}
+
+
 def provider_safe(message: Mapping[str, Any]) -> Mapping[str, Any]:
     """The host's ``Message`` model refuses ``content: None``; give it an empty string."""
     if message.get("content") is None:
@@ -141,9 +155,18 @@ def render_range(
             continue
         _emit(out, index, decisions, position, fact, keep_chars, estimate_tokens)
         if fact.calls:
+            declared = set(fact.calls)
             for result in index.pairing.results_of.get(position, ()):
-                if result not in decisions.removed:
-                    _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
+                if result in decisions.removed:
+                    continue
+                _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
+                stray = set(facts[result].results) - declared
+                if stray:
+                    out.messages[-1] = without_results(out.messages[-1], stray)
+                    out.repaired.append(
+                        f"dropped result block(s) {sorted(stray)} at position {result}: "
+                        "their call is unknown"
+                    )
             if position != open_tail:
                 for call_id in sorted(index.pairing.missing(position)):
                     filler = placeholder(call_id)

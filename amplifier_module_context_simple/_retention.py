@@ -47,12 +47,14 @@ def resolve_retained(
             break
         message = messages[position]
         content = message.get("content")
-        if content not in pending or message.get("role") != "user":
+        if not isinstance(content, str) or content not in pending:
+            continue
+        if message.get("role") != "user":
             continue
         meta = metadata(message)
         if meta.get("ephemeral") is True and meta.get("persisted") is True:
-            found[content] = position  # type: ignore[index]
-            pending.discard(content)  # type: ignore[arg-type]
+            found[content] = position
+            pending.discard(content)
     if pending:
         first = sorted(pending)[0]
         raise ValueError(
