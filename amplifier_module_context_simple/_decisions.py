@@ -34,6 +34,18 @@ class Decisions:
     def empty(self) -> bool:
         return not (self.removed or self.truncated or self.stubbed)
 
+    def without(self, positions: frozenset[int]) -> Decisions:
+        """The same decisions with ``positions`` shown whole (request-scoped retention)."""
+        return Decisions(
+            removed=self.removed - positions,
+            truncated=MappingProxyType(
+                {k: v for k, v in self.truncated.items() if k not in positions}
+            ),
+            stubbed=MappingProxyType({k: v for k, v in self.stubbed.items() if k not in positions}),
+            level=self.level,
+            escalations=self.escalations,
+        )
+
     def same_reductions(self, other: Decisions) -> bool:
         return (
             self.removed == other.removed
@@ -66,6 +78,46 @@ class CompactionStats:
     removed_positions: tuple[int, ...] = ()
     truncated_positions: tuple[int, ...] = ()
     stubbed_positions: tuple[int, ...] = ()
+
+    @classmethod
+    def of_escalation(
+        cls,
+        decisions: Decisions,
+        previous: Decisions,
+        *,
+        level: int,
+        before: tuple[int, int],
+        after: tuple[int, int],
+        systems: int,
+        budget: int,
+        target: int,
+        protected_recent: float,
+        protected_tool_results: int,
+        history_messages: int,
+    ) -> CompactionStats:
+        """Figures of one escalation: (tokens, messages) before and after, and what it added."""
+        removed = sorted(decisions.removed - previous.removed)
+        truncated = sorted(set(decisions.truncated) - set(previous.truncated))
+        stubbed = sorted(set(decisions.stubbed) - set(previous.stubbed))
+        return cls(
+            before_tokens=before[0],
+            after_tokens=after[0],
+            before_messages=before[1],
+            after_messages=after[1],
+            messages_removed=len(removed),
+            messages_truncated=len(truncated),
+            user_messages_stubbed=len(stubbed),
+            system_messages_preserved=systems,
+            strategy_level=level,
+            budget=budget,
+            target_tokens=target,
+            protected_recent=protected_recent,
+            protected_tool_results=protected_tool_results,
+            history_messages=history_messages,
+            removed_positions=tuple(removed),
+            truncated_positions=tuple(truncated),
+            stubbed_positions=tuple(stubbed),
+        )
 
     def payload(self) -> dict[str, Any]:
         return {

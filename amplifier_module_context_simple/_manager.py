@@ -20,13 +20,15 @@ from . import _measured, _retention
 from ._budget import Budget, BudgetEventGate, derive_budget
 from ._config import ContextConfig
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
+from ._diagnostics import Diagnostics
 from ._estimate import estimate_message_tokens, family_for_model
 from ._history import HistoryIndex
 from ._ingress import clip_tool_result
 from ._ladder import LadderPolicy, Step, plan_escalation
 from ._messages import validate_message
 from ._meter import MeterStats, TokenMeter, choose_usage
-from ._render import RenderResult, notice, open_tail_call, render_range, system_part
+from ._render import RenderResult, notice, open_tail_call, system_part
+from ._view_cache import PrefixCache
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +137,9 @@ class SimpleContextManager:
         self._budget_gate = BudgetEventGate()
         self._last_token_meter_stats: dict[str, Any] | None = None
         self._system_prompt_factory: SystemPromptFactory | None = None
-        self._render_cache: tuple[Decisions, int, int, RenderResult] | None = None
-        self._over_budget_warned: Decisions | None = None
+        self._render_cache = PrefixCache()
+        self._diagnostics = Diagnostics()
         self._epoch = 0
-        self._last_repairs: tuple[str, ...] = ()
 
     # Attribute declarations for type checkers (set from the config in __init__).
     max_tokens: int | None
@@ -195,8 +196,8 @@ class SimpleContextManager:
         self._compaction_stats = None
         self._meter.reset()
         self._last_token_meter_stats = None
-        self._render_cache = None
-        self._over_budget_warned = None
+        self._render_cache.clear()
+        self._diagnostics = Diagnostics()
 
     def _admit(
         self, message: Mapping[str, Any], index: int
@@ -465,76 +466,31 @@ class SimpleContextManager:
         budget: int,
         target: int,
     ) -> CompactionStats:
-        """Figures of one escalation: counts are what this escalation added."""
-        decisions = step.decisions
-        removed = sorted(decisions.removed - previous.removed)
-        truncated = sorted(set(decisions.truncated) - set(previous.truncated))
-        stubbed = sorted(set(decisions.stubbed) - set(previous.stubbed))
-        return CompactionStats(
-            before_tokens=before[0],
-            after_tokens=after[0],
-            before_messages=before[1],
-            after_messages=after[1],
-            messages_removed=len(removed),
-            messages_truncated=len(truncated),
-            user_messages_stubbed=len(stubbed),
-            system_messages_preserved=systems,
-            strategy_level=step.level,
+        return CompactionStats.of_escalation(
+            step.decisions,
+            previous,
+            level=step.level,
+            before=before,
+            after=after,
+            systems=systems,
             budget=budget,
-            target_tokens=target,
+            target=target,
             protected_recent=self.protected_recent,
             protected_tool_results=self.protected_tool_results,
             history_messages=len(self._index.facts),
-            removed_positions=tuple(removed),
-            truncated_positions=tuple(truncated),
-            stubbed_positions=tuple(stubbed),
         )
 
     def _render(
         self, decisions: Decisions, open_tail: int | None, retained: frozenset[int]
     ) -> RenderResult:
         """Render the non-system history, reusing the stable prefix of the previous render."""
-        index = self._index
-        size = len(index.facts)
-        if retained:
-            return render_range(
-                index,
-                _without(decisions, retained),
-                0,
-                size,
-                open_tail=open_tail,
-                keep_chars=self.truncate_chars,
-            )
-        # Only the call the orchestrator is still executing can gain results in place; an
-        # older interrupted call that later gets answered bumps the index generation.
-        stable = size if open_tail is None else open_tail
-        cache = self._render_cache
-        if (
-            cache is None
-            or cache[0] is not decisions
-            or cache[1] != index.generation
-            or cache[2] > stable
-        ):
-            prefix = RenderResult()
-            start = 0
-        else:
-            prefix = cache[3]
-            start = cache[2]
-        grown = render_range(
-            index, decisions, start, stable, open_tail=open_tail, keep_chars=self.truncate_chars
+        return self._render_cache.render(
+            self._index,
+            decisions,
+            open_tail=open_tail,
+            retained=retained,
+            keep_chars=self.truncate_chars,
         )
-        prefix.messages.extend(grown.messages)
-        prefix.tokens += grown.tokens
-        prefix.repaired.extend(grown.repaired)
-        self._render_cache = (decisions, index.generation, stable, prefix)
-        tail = render_range(
-            index, decisions, stable, size, open_tail=open_tail, keep_chars=self.truncate_chars
-        )
-        result = RenderResult()
-        result.messages = [*prefix.messages, *tail.messages]
-        result.tokens = prefix.tokens + tail.tokens
-        result.repaired = [*prefix.repaired, *tail.repaired]
-        return result
 
     # ------------------------------------------------------------------ delivery
 
@@ -575,51 +531,20 @@ class SimpleContextManager:
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
-        self._report_repairs(plan.repaired)
-        self._warn_if_still_above_target(plan)
+        self._diagnostics.report_repairs(plan.repaired)
+        if plan.escalated is not None:
+            self._diagnostics.warn_if_above_target(
+                self._decisions,
+                view_tokens=plan.view_tokens,
+                system_tokens=plan.system_tokens,
+                target=int(self.target_usage * plan.usable_budget),
+            )
         return True
-
-    def _warn_if_still_above_target(self, plan: RequestPlan) -> None:
-        target = int(self.target_usage * plan.usable_budget)
-        if (
-            plan.escalated is not None
-            and plan.view_tokens > target
-            and self._over_budget_warned is not self._decisions
-        ):
-            self._over_budget_warned = self._decisions
-            if plan.system_tokens > target:
-                why = (
-                    f"the system messages alone take ~{plan.system_tokens} tokens, more than "
-                    "the compaction target; shorten the system prompt or raise the budget"
-                )
-            else:
-                why = (
-                    "protected content (first/last prompt, recent messages, the latest tool "
-                    "results) is too large; lower protected_recent or protected_tool_results"
-                )
-            logger.warning(
-                "context-simple: the view (~%d tokens) stays above the compaction target (%d) "
-                "after compaction: %s",
-                plan.view_tokens,
-                target,
-                why,
-            )
-
-    def _report_repairs(self, repaired: list[str]) -> None:
-        """Log what the view had to repair in a damaged history, once per change."""
-        current = tuple(repaired)
-        if current and current != self._last_repairs:
-            logger.warning(
-                "context-simple: the history holds unpaired tool messages; the view %s",
-                "; ".join(current[:10])
-                + (f" (+{len(current) - 10} more)" if len(current) > 10 else ""),
-            )
-        self._last_repairs = current
 
     @property
     def view_repairs(self) -> tuple[str, ...]:
         """What the latest view repaired (placeholders added, orphan results left out)."""
-        return self._last_repairs
+        return self._diagnostics.repairs
 
     async def _announce_compaction(self, plan: RequestPlan) -> None:
         """``context:pre_compact``: before the commit, so a cancellation here changes nothing."""
@@ -668,20 +593,6 @@ class SimpleContextManager:
             await self._emit_compaction(plan)
         await self._emit_budget(plan.budget)
         return plan.view  # type: ignore[return-value]
-
-
-def _without(decisions: Decisions, retained: frozenset[int]) -> Decisions:
-    from types import MappingProxyType
-
-    return Decisions(
-        removed=decisions.removed - retained,
-        truncated=MappingProxyType(
-            {k: v for k, v in decisions.truncated.items() if k not in retained}
-        ),
-        stubbed=MappingProxyType({k: v for k, v in decisions.stubbed.items() if k not in retained}),
-        level=decisions.level,
-        escalations=decisions.escalations,
-    )
 
 
 def _utc_timestamp() -> str:

@@ -1,0 +1,55 @@
+"""Warnings a user can act on, each logged once per change rather than once per request."""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTED_REPAIRS = 10
+
+
+class Diagnostics:
+    """Remembers what was last reported so a long session logs a handful of lines."""
+
+    def __init__(self) -> None:
+        self.repairs: tuple[str, ...] = ()
+        self._warned_for: object = None
+
+    def report_repairs(self, repaired: list[str]) -> None:
+        """What the view had to repair in a damaged history (orphans left out, placeholders)."""
+        current = tuple(repaired)
+        if current and current != self.repairs:
+            listed = "; ".join(current[:MAX_LISTED_REPAIRS])
+            more = len(current) - MAX_LISTED_REPAIRS
+            logger.warning(
+                "context-simple: the history holds unpaired tool messages; the view %s%s",
+                listed,
+                f" (+{more} more)" if more > 0 else "",
+            )
+        self.repairs = current
+
+    def warn_if_above_target(
+        self, decisions: object, *, view_tokens: int, system_tokens: int, target: int
+    ) -> None:
+        """After an escalation that could not reach the target: say why, once per decisions."""
+        if view_tokens <= target or decisions is self._warned_for:
+            return
+        self._warned_for = decisions
+        if system_tokens > target:
+            why = (
+                f"the system messages alone take ~{system_tokens} tokens, more than the "
+                "compaction target; shorten the system prompt or raise the budget"
+            )
+        else:
+            why = (
+                "protected content (first/last prompt, recent messages, the latest tool "
+                "results) is too large; lower protected_recent or protected_tool_results"
+            )
+        logger.warning(
+            "context-simple: the view (~%d tokens) stays above the compaction target (%d) "
+            "after compaction: %s",
+            view_tokens,
+            target,
+            why,
+        )

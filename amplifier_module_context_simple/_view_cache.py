@@ -1,0 +1,69 @@
+"""The rendered-prefix cache that keeps a request's cost proportional to what is new.
+
+Between escalations the decisions do not change, so everything rendered for the previous
+request is still right; only messages after it (and the call still being executed) need
+rendering. The cache is keyed on the decisions object and the history index's generation, and
+drops itself when either changes.
+"""
+
+from __future__ import annotations
+
+from ._decisions import Decisions
+from ._history import HistoryIndex
+from ._render import RenderResult, render_range
+
+
+class PrefixCache:
+    """The rendered prefix of the last request, extended in place by later ones."""
+
+    def __init__(self) -> None:
+        self._decisions: Decisions | None = None
+        self._generation = -1
+        self._stop = 0
+        self._prefix = RenderResult()
+
+    def clear(self) -> None:
+        self._decisions = None
+
+    def render(
+        self,
+        index: HistoryIndex,
+        decisions: Decisions,
+        *,
+        open_tail: int | None,
+        retained: frozenset[int],
+        keep_chars: int,
+    ) -> RenderResult:
+        size = len(index.facts)
+        if retained:
+            # Request-scoped: rendered from scratch, never cached.
+            return render_range(
+                index, decisions.without(retained), 0, size, open_tail=open_tail,
+                keep_chars=keep_chars,
+            )  # fmt: skip
+        # Only the call the orchestrator is still executing can gain results in place; an
+        # older interrupted call that later gets answered bumps the index generation.
+        stable = size if open_tail is None else open_tail
+        if (
+            self._decisions is not decisions
+            or self._generation != index.generation
+            or self._stop > stable
+        ):
+            self._decisions, self._generation = decisions, index.generation
+            self._stop, self._prefix = 0, RenderResult()
+        prefix = self._prefix
+        grown = render_range(
+            index, decisions, self._stop, stable, open_tail=open_tail, keep_chars=keep_chars
+        )
+        prefix.messages.extend(grown.messages)
+        prefix.tokens += grown.tokens
+        prefix.repaired.extend(grown.repaired)
+        self._stop = stable
+        tail = render_range(
+            index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars
+        )
+        result = RenderResult()
+        result.messages = [*prefix.messages, *tail.messages]
+        result.tokens = prefix.tokens + tail.tokens
+        result.repaired = [*prefix.repaired, *tail.repaired]
+        return result
