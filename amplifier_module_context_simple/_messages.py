@@ -271,16 +271,16 @@ class ToolPairing:
         index = self._size
         self._size += 1
         if answered:
-            owner = None
+            # One message answers one call: ids it also carries for another call are stray
+            # (the view drops them), so that other call still counts as unanswered.
+            owner = next((self._waiting[i] for i in answered if i in self._waiting), None)
             for call_id in answered:
-                candidate = self._waiting.pop(call_id, None)
-                if candidate is not None:
-                    missing = self._unanswered[candidate]
+                if owner is not None and self._waiting.get(call_id) == owner:
+                    del self._waiting[call_id]
+                    missing = self._unanswered[owner]
                     missing.discard(call_id)
                     if not missing:
-                        self.pending_calls.discard(candidate)
-                    if owner is None:
-                        owner = candidate
+                        self.pending_calls.discard(owner)
             if owner is None:
                 self.orphans.add(index)
             else:
