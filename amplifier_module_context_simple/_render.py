@@ -64,12 +64,12 @@ def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int)
     marker = TRUNCATION_MARKER.format(tokens=original_tokens)
     short = marker + text_of(message)[:keep_chars] + "..."
     result_blocks = [b for b in blocks(message) if b.get("type") in RESULT_BLOCK_TYPES]
-    content: object
-    if message.get("role") != "tool" and result_blocks:
-        # Anthropic-style results live in blocks on a user message; the ids must survive.
+    content: object = short
+    if result_blocks:
+        # Ids answered by blocks must survive the shortening, or their calls lose a result.
         content = [{**b, "content": short} for b in result_blocks]
-    else:
-        content = short
+        if message.get("role") == "tool" and message.get("tool_call_id"):
+            content = [{"type": "text", "text": short}, *content]
     return {**message, "content": content, "_truncated": True, "_original_tokens": original_tokens}
 
 
@@ -93,8 +93,12 @@ def placeholder(call_id: str) -> Message:
     }
 
 
-def without_results(message: Mapping[str, Any], ids: set[str]) -> Message:
-    """A copy without the ``tool_result`` blocks that answer ``ids``."""
+def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str, ...]) -> Message:
+    """A copy without the ``tool_result`` blocks that answer ``ids``.
+
+    A ``tool_call_id`` among ``ids`` is pointed at the call the message really answers
+    (``owned``, the ids its blocks answer for its call), so the provider sees one pairing.
+    """
     kept = [
         b
         for b in message.get("content") or []
@@ -104,7 +108,10 @@ def without_results(message: Mapping[str, Any], ids: set[str]) -> Message:
             and (data.get("tool_use_id") or data.get("tool_call_id")) in ids
         )
     ]
-    return {**message, "content": kept}
+    copy: Message = {**message, "content": kept}
+    if copy.get("tool_call_id") in ids and owned:
+        copy["tool_call_id"] = owned[0]
+    return copy
 
 
 def provider_safe(message: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -162,7 +169,8 @@ def render_range(
                 _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
                 stray = set(facts[result].results) - declared
                 if stray:
-                    out.messages[-1] = without_results(out.messages[-1], stray)
+                    owned = tuple(i for i in facts[result].results if i in declared)
+                    out.messages[-1] = without_results(out.messages[-1], stray, owned)
                     out.repaired.append(
                         f"dropped result block(s) {sorted(stray)} at position {result}: "
                         "their call is unknown"
