@@ -259,6 +259,8 @@ class ToolPairing:
         """Results whose call is unknown (or that answer an id already answered)."""
         self.pending_calls: set[int] = set()
         """Call positions with at least one result still missing."""
+        self.answers: dict[int, tuple[str, ...]] = {}
+        """Result position -> the ids it actually answered for its call (the rest are stray)."""
         self.late_answers = 0
         """Results that answered a call after other turns had already followed it."""
         self._waiting: dict[str, int] = {}
@@ -274,9 +276,11 @@ class ToolPairing:
             # One message answers one call: ids it also carries for another call are stray
             # (the view drops them), so that other call still counts as unanswered.
             owner = next((self._waiting[i] for i in answered if i in self._waiting), None)
+            consumed: list[str] = []
             for call_id in answered:
                 if owner is not None and self._waiting.get(call_id) == owner:
                     del self._waiting[call_id]
+                    consumed.append(call_id)
                     missing = self._unanswered[owner]
                     missing.discard(call_id)
                     if not missing:
@@ -286,6 +290,7 @@ class ToolPairing:
             else:
                 self.owner_of[index] = owner
                 self.results_of[owner].append(index)
+                self.answers[index] = tuple(consumed)
                 if owner < self._last_turn:
                     self.late_answers += 1
         else:

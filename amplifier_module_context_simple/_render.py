@@ -162,18 +162,17 @@ def render_range(
             continue
         _emit(out, index, decisions, position, fact, keep_chars, estimate_tokens)
         if fact.calls:
-            declared = set(fact.calls)
             for result in index.pairing.results_of.get(position, ()):
                 if result in decisions.removed:
                     continue
                 _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
-                stray = set(facts[result].results) - declared
+                owned = index.pairing.answers[result]
+                stray = set(facts[result].results) - set(owned)
                 if stray:
-                    owned = tuple(i for i in facts[result].results if i in declared)
                     out.messages[-1] = without_results(out.messages[-1], stray, owned)
                     out.repaired.append(
-                        f"dropped result block(s) {sorted(stray)} at position {result}: "
-                        "their call is unknown"
+                        f"dropped result(s) {sorted(stray)} at position {result}: they do "
+                        "not answer a call that is waiting for them"
                     )
             if position != open_tail:
                 for call_id in sorted(index.pairing.missing(position)):
