@@ -119,9 +119,8 @@ def block(draw: st.DrawFn, ids: Ids) -> Any:
             "data": draw(ODD_TEXT),
         }
     if kind == "deep":
-        # Nested results answer an id no call declared. Answering a declared id from inside a
-        # block is still broken (tests/test_found_bugs.py, bugs 14-15): widen once fixed.
-        return deep_blocks(draw(st.integers(1, 60)), draw(ODD_TEXT))
+        answers = draw(st.sampled_from(["deep", *ids.declared[-2:]]))
+        return deep_blocks(draw(st.integers(1, 60)), draw(ODD_TEXT), answers)
     if kind == "typed-bad":  # a known block type with a field of the wrong type
         return {"type": "text", "text": draw(WRONG)}
     return draw(WRONG)  # not a block at all
@@ -510,3 +509,63 @@ async def test_one_results_message_answering_two_turns_leaves_no_call_unanswered
     assert_view_ok(view, manager.messages)
     fillers = [m["tool_call_id"] for m in view if m.get("_repaired")]
     assert fillers == ["call_2", "call_4"], "the second turn's calls get placeholders"
+
+
+def block_result(call_id: str, text: str = "x") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"role": "tool", "content": [block_result("call_2", "late " * 2_000)]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": [{"type": "text", "text": "ab " * 2_000}, block_result("call_2")],
+        },
+    ],
+)
+async def test_shortening_a_tool_message_keeps_the_ids_its_blocks_answer(
+    answer: dict[str, Any],
+) -> None:
+    """Fixed in 7855202: a truncated tool message used to become plain text, losing the id."""
+    manager = SimpleContextManager(max_tokens=3_000, protected_tool_results=0)
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1"}, {"id": "call_2"}]},
+        answer,
+        *({"role": "user", "content": f"more {i} " * 300} for i in range(12)),
+    ]
+    for message in history:
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request()
+    assert any(m.get("_truncated") for m in view), "the answer was shortened"
+    assert check_view(view, history=manager.messages) == []
+
+
+async def test_tool_message_naming_an_unknown_call_but_answering_a_known_one() -> None:
+    """Fixed in 7855202: the view used to send ``tool_call_id: call_9`` after call_1."""
+    manager = SimpleContextManager()
+    for message in [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "tool": "t"}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": [block_result("call_1")]},
+        {"role": "user", "content": "next"},
+    ]:
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request()
+    assert check_view(view, history=manager.messages) == []
+
+
+async def test_a_result_repeating_an_answered_id_is_not_sent_as_a_second_result() -> None:
+    """Fixed in 8819e18: the copy kept ``tool_call_id: call_1``, a second result for call_1."""
+    manager = SimpleContextManager()
+    for message in [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1"}, {"id": "call_2"}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "first"},
+        {"role": "tool", "tool_call_id": "call_1", "content": [block_result("call_2")]},
+        {"role": "user", "content": "next"},
+    ]:
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request()
+    assert check_view(view, history=manager.messages) == []
