@@ -306,6 +306,15 @@ class SimpleContextManager:
             text = await text
         return text if isinstance(text, str) else str(text)
 
+    async def _derive_budget(self, token_budget: int | None, provider: Any) -> Budget:
+        return await derive_budget(
+            token_budget=token_budget,
+            provider=provider,
+            max_tokens=self.max_tokens,
+            max_tokens_fallback=self.max_tokens_fallback,
+            output_reserve_fraction=self.output_reserve_fraction,
+        )
+
     async def _plan_request(
         self,
         *,
@@ -314,13 +323,7 @@ class SimpleContextManager:
         retained: frozenset[int] = frozenset(),
         hard_fit: bool = False,
     ) -> RequestPlan:
-        budget = await derive_budget(
-            token_budget=token_budget,
-            provider=provider,
-            max_tokens=self.max_tokens,
-            max_tokens_fallback=self.max_tokens_fallback,
-            output_reserve_fraction=self.output_reserve_fraction,
-        )
+        budget = await self._derive_budget(token_budget, provider)
         factory_text = await self._system_text()
         # Nothing below awaits: from here the request sees one consistent history.
         return self._build_plan(self._scope(budget, factory_text, retained=retained), hard_fit)

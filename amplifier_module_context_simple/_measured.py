@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._budget import derive_budget
 from ._decisions import CompactionStats, Decisions
 from ._ladder import Step, plan_escalation
 from ._retention import context_length_error, resolve_retained
@@ -155,13 +154,7 @@ async def get_measured_request_view(
             "get_measured_request_view needs token_meter='actual' in the context-simple config"
         )
     retained = resolve_retained(manager.messages, retain_contents)
-    budget = await derive_budget(
-        token_budget=None,
-        provider=provider,
-        max_tokens=manager.max_tokens,
-        max_tokens_fallback=manager.max_tokens_fallback,
-        output_reserve_fraction=manager.output_reserve_fraction,
-    )
+    budget = await manager._derive_budget(None, provider)  # pyright: ignore[reportPrivateUsage]
     factory_text = await manager._system_text()  # pyright: ignore[reportPrivateUsage]
     scope = manager._scope(  # pyright: ignore[reportPrivateUsage]
         budget, factory_text, retained=retained, protected_extra=_developer_positions(manager)
