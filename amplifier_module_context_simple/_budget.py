@@ -160,8 +160,9 @@ async def derive_budget(
 class BudgetEventGate:
     """Remembers the last emitted budget payload so repeats are not re-emitted.
 
-    The caller asks ``changed()`` before delivering, calls ``mark_emitted()`` once delivery
-    has started, and can ``snapshot()`` / ``restore()`` around a request that might fail.
+    The caller asks ``changed()``, calls ``mark_emitted()`` before the emit's first await (so
+    concurrent requests deliver one event per change) and ``restore()``s the ``snapshot()``
+    taken before it when the emit fails.
     """
 
     def __init__(self) -> None:

@@ -46,13 +46,6 @@ class Decisions:
             escalations=self.escalations,
         )
 
-    def same_reductions(self, other: Decisions) -> bool:
-        return (
-            self.removed == other.removed
-            and dict(self.truncated) == dict(other.truncated)
-            and dict(self.stubbed) == dict(other.stubbed)
-        )
-
 
 NO_DECISIONS = Decisions()
 

@@ -6,7 +6,8 @@ token estimate. A request only computes facts for messages it has not seen befor
 follows new work rather than the history's length.
 
 Records are matched to messages by object identity. A subclass that re-reads its history from
-disk hands us new objects every time; those records are simply recomputed.
+disk hands us new, equal objects every time: those keep their records (compared by value);
+only a message that really changed makes the index start over.
 """
 
 from __future__ import annotations

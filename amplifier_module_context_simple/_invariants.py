@@ -1,8 +1,8 @@
 """``check_view``: the rules every provider-facing view must satisfy, in one place.
 
-Tests run it on every view they produce; the request path relies on it as a last line of
-defence. It returns human-readable violations instead of raising, so a test failure shows all
-of them at once.
+Tests, the end-to-end session and the ``context-simple`` replay run it on every view they
+produce; the request path is built to satisfy it by construction. It returns human-readable
+violations instead of raising, so a failure shows all of them at once.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def plan_escalation(
         if plan.changed:
             step = Step(
                 rung.level,
-                plan.decisions(rung.level, escalations),
+                plan.decisions(max(base.level, rung.level), escalations),
                 plan.usage,
                 plan.usage <= target,
             )
@@ -156,7 +156,12 @@ def _protected(
     if humans:
         keep.update((humans[0], humans[-1]))
     keep.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
-    results = [i for i, f in enumerate(facts) if f.tool_result and i not in plan.removed]
+    orphans = index.pairing.orphans
+    results = [
+        i
+        for i, f in enumerate(facts)
+        if f.tool_result and i not in plan.removed and i not in orphans
+    ]
     recent_results = (
         results[len(results) - policy.protected_tool_results :]
         if (policy.protected_tool_results)
@@ -185,7 +190,11 @@ def _truncate(
     candidates = [
         i
         for i, f in enumerate(index.facts)
-        if f.tool_result and i not in plan.removed and i not in protected and i not in plan.stubbed
+        if f.tool_result
+        and i not in plan.removed
+        and i not in protected
+        and i not in plan.stubbed
+        and i not in index.pairing.orphans
     ]
     limit = math.ceil(len(candidates) * share)
     for position in candidates[:limit]:
@@ -206,7 +215,12 @@ def _truncate(
 def _units(index: HistoryIndex, plan: _Plan) -> Iterator[tuple[int, ...]]:
     """Removal units oldest first: a whole tool-call group, or a single message."""
     for position, fact in enumerate(index.facts):
-        if fact.role == "system" or position in plan.removed or position in index.pairing.owner_of:
+        if (
+            fact.role == "system"
+            or position in plan.removed
+            or position in index.pairing.owner_of
+            or position in index.pairing.orphans  # never rendered: removing it saves nothing
+        ):
             continue
         if fact.calls:
             yield (position, *index.pairing.results_of.get(position, ()))

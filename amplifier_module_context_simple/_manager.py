@@ -2,8 +2,9 @@
 
 State it owns: the canonical messages, the sticky decisions and the statistics of the latest
 escalation, the token meter, and the last ``context:budget`` payload emitted. A request
-computes everything first and changes state in one synchronous step just before its events go
-out, so a failure or cancellation before that point leaves nothing behind.
+computes everything first, announces an escalation (``context:pre_compact``), then changes
+state in one synchronous step before ``context:compaction`` goes out; a failure or
+cancellation before that step leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ class SimpleContextManager:
         self._render_cache = PrefixCache()
         self._diagnostics = Diagnostics()
         self._epoch = 0
+        self._factory_cache: tuple[object, int] = (None, 0)
 
     # Attribute declarations for type checkers (set from the config in __init__).
     max_tokens: int | None
@@ -340,17 +342,25 @@ class SimpleContextManager:
         family = self.token_family or family_for_model(budget.model_name)
         index = self._index
         index.sync(self.messages, family)
-        systems = system_part([index.facts[i] for i in index.system_positions], factory_text)
+        stored = [index.facts[i] for i in index.system_positions]
+        systems = system_part(stored, factory_text)
+        known = {id(f.message): f.tokens for f in stored}
         return Scope(
             budget=budget,
             systems=systems,
-            system_tokens=sum(index.estimate(m) for m in systems),
+            system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
             usable=self._usable_budget(budget.effective_budget),
             open_tail=open_tail_call(index),
             retained=retained,
             protected_extra=protected_extra,
             epoch=self._epoch,
         )
+
+    def _factory_tokens(self, message: Mapping[str, Any]) -> int:
+        key = (message.get("content"), self._index.family)
+        if self._factory_cache[0] != key:
+            self._factory_cache = (key, self._index.estimate(message))
+        return self._factory_cache[1]
 
     def _compose(
         self,
@@ -451,8 +461,8 @@ class SimpleContextManager:
             open_tail=scope.open_tail,
         ):
             last = step
-        if last is None or last.decisions.same_reductions(decisions):
-            return None  # nothing new to reduce: no storm of identical escalations
+        # The planner yields only rungs that changed something: with nothing new to reduce
+        # there is no step, and so no storm of identical escalations.
         return last
 
     def ladder_policy(self) -> LadderPolicy:
@@ -535,12 +545,12 @@ class SimpleContextManager:
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
         self._diagnostics.report_repairs(plan.repaired)
-        if plan.escalated is not None:
+        if plan.escalated is not None and plan.stats is not None:
             self._diagnostics.warn_if_above_target(
                 self._decisions,
-                view_tokens=plan.view_tokens,
+                view_tokens=plan.stats.after_tokens,
                 system_tokens=plan.system_tokens,
-                target=int(self.target_usage * plan.usable_budget),
+                target=plan.stats.target_tokens,
             )
         return True
 
@@ -584,10 +594,12 @@ class SimpleContextManager:
 
     async def _emit_budget(self, budget: Budget) -> None:
         payload = budget.payload()
-        if self._budget_gate.changed(payload) and await events.safe_emit(
-            self.hooks, events.BUDGET, payload
-        ):
-            self._budget_gate.mark_emitted(payload)
+        if not self._budget_gate.changed(payload):
+            return
+        previous = self._budget_gate.snapshot()
+        self._budget_gate.mark_emitted(payload)  # before the await: one delivery per change
+        if not await events.safe_emit(self.hooks, events.BUDGET, payload):
+            self._budget_gate.restore(previous)
 
     async def _deliver(self, plan: RequestPlan) -> list[dict[str, Any]]:
         if self.is_current(plan):

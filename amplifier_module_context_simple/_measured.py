@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._budget import Budget
 from ._decisions import CompactionStats, Decisions
 from ._ladder import Step, plan_escalation
 from ._retention import context_length_error, resolve_retained
@@ -97,12 +98,12 @@ class MeasuredTransaction:
         self,
         manager: SimpleContextManager,
         plan: RequestPlan | None,
-        entry: Decisions,
+        budget: Budget,
         extra: dict[str, Any],
     ) -> None:
         self._manager = manager
         self._plan = plan
-        self._entry = entry
+        self._budget = budget
         self._extra = extra
         self._answer: bool | None = None
 
@@ -131,6 +132,7 @@ class MeasuredTransaction:
             return False
         if plan is None:
             self._answer = True
+            await manager._emit_budget(self._budget)  # pyright: ignore[reportPrivateUsage]
             return True
         # Cancelled here, nothing has changed yet and a retry may still commit.
         await manager._announce_compaction(plan)  # pyright: ignore[reportPrivateUsage]
@@ -193,7 +195,7 @@ async def _walk(
     measured = first
     if measured.input_tokens < trigger and not measured.over_limit:
         return _finish(
-            manager, result, base_view, attempt, measured, calls, "not_needed", None, entry
+            manager, result, base_view, attempt, measured, calls, "not_needed", None, scope.budget
         )
 
     steps = plan_escalation(
@@ -238,11 +240,11 @@ async def _walk(
     )
     if measured.input_tokens <= target and not measured.over_limit:
         return _finish(
-            manager, result, view, attempt, measured, calls, "target_reached", plan, entry
+            manager, result, view, attempt, measured, calls, "target_reached", plan, scope.budget
         )
     if not measured.over_limit:
         return _finish(
-            manager, result, view, attempt, measured, calls, "protected_floor", plan, entry
+            manager, result, view, attempt, measured, calls, "protected_floor", plan, scope.budget
         )
     if fit_output is not None:
         relief = await fit_output(view, attempt)  # type: ignore[arg-type]
@@ -250,7 +252,15 @@ async def _walk(
             fitted = _read_fitted(relief)
             result_calls = calls + relief["count_calls"]
             return _finish(
-                manager, result, view, relief, fitted, result_calls, "reduced_output", plan, entry
+                manager,
+                result,
+                view,
+                relief,
+                fitted,
+                result_calls,
+                "reduced_output",
+                plan,
+                scope.budget,
             )
     raise context_length_error(
         f"context-simple: the request is ~{measured.estimated_input_tokens} input tokens by the "
@@ -347,7 +357,7 @@ def _finish(
     calls: int,
     outcome: str,
     plan: RequestPlan | None,
-    entry: Decisions,
+    budget: Budget,
 ) -> dict[str, Any]:
     extra = {
         "outcome": outcome,
@@ -370,7 +380,7 @@ def _finish(
         "outcome": outcome,
         "measured_after": extra["measured_after"],
         "count_calls": calls,
-        "transaction": MeasuredTransaction(manager, plan, entry, extra),
+        "transaction": MeasuredTransaction(manager, plan, budget, extra),
     }
 
 
@@ -384,7 +394,6 @@ async def _fallback(
     result: dict[str, Any],
 ) -> dict[str, Any]:
     """No usable provider count: plan on our estimate, count the result once for dispatch."""
-    entry = manager._decisions  # pyright: ignore[reportPrivateUsage]
     plan = manager._build_plan(scope, False)  # pyright: ignore[reportPrivateUsage]
     view = base_view
     if plan.escalated is not None:
@@ -401,7 +410,7 @@ async def _fallback(
         calls,
         "measurement_unavailable",
         plan if plan.escalated is not None else None,
-        entry,
+        scope.budget,
     )
 
 

@@ -140,7 +140,6 @@ def render_range(
     *,
     open_tail: int | None,
     keep_chars: int,
-    estimate_tokens: bool = True,
 ) -> RenderResult:
     """Render the non-system positions ``start <= i < stop`` under ``decisions``.
 
@@ -160,12 +159,12 @@ def render_range(
         if position in index.pairing.orphans:
             out.repaired.append(f"dropped result at position {position}: its call is unknown")
             continue
-        _emit(out, index, decisions, position, fact, keep_chars, estimate_tokens)
+        _emit(out, index, decisions, position, fact, keep_chars)
         if fact.calls:
             for result in index.pairing.results_of.get(position, ()):
                 if result in decisions.removed:
                     continue
-                _emit(out, index, decisions, result, facts[result], keep_chars, estimate_tokens)
+                _emit(out, index, decisions, result, facts[result], keep_chars)
                 owned = index.pairing.answers[result]
                 stray = set(facts[result].results) - set(owned)
                 if stray:
@@ -178,7 +177,7 @@ def render_range(
                 for call_id in sorted(index.pairing.missing(position)):
                     filler = placeholder(call_id)
                     out.messages.append(filler)
-                    out.tokens += index.estimate(filler) if estimate_tokens else 0
+                    out.tokens += index.estimate(filler)
                     out.repaired.append(f"added a placeholder result for call {call_id!r}")
     return out
 
@@ -190,14 +189,13 @@ def _emit(
     position: int,
     fact: Facts,
     keep_chars: int,
-    estimate_tokens: bool,
 ) -> None:
     if position in decisions.truncated:
         message = truncated(fact.message, decisions.truncated[position], keep_chars)
-        out.tokens += index.estimate(message) if estimate_tokens else 0
+        out.tokens += index.estimate(message)
     elif position in decisions.stubbed:
         message = stubbed(fact.message)
-        out.tokens += index.estimate(message) if estimate_tokens else 0
+        out.tokens += index.estimate(message)
     else:
         message = provider_safe(fact.message)
         out.tokens += fact.tokens

@@ -35,7 +35,12 @@ class PrefixCache:
         keep_chars: int,
     ) -> RenderResult:
         size = len(index.facts)
-        if retained:
+        if retained and not all(
+            p not in decisions.removed
+            and p not in decisions.truncated
+            and p not in decisions.stubbed
+            for p in retained
+        ):
             # Request-scoped: rendered from scratch, never cached.
             return render_range(
                 index, decisions.without(retained), 0, size, open_tail=open_tail,
