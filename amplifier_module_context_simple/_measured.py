@@ -209,12 +209,14 @@ async def _walk(
         open_tail=scope.open_tail,
     )
     chosen: Step | None = None
+    chosen_stats: CompactionStats | None = None
     view, view_tokens = base_view, base_tokens
     try:
         step = next(steps)
         while True:
-            stats = _stats_for(manager, scope, step, entry, base_view, base_tokens, target)
-            view, view_tokens, _ = manager._compose(scope, step.decisions, stats)  # pyright: ignore[reportPrivateUsage]
+            view, view_tokens, stats = _step_view(
+                manager, scope, step, entry, (base_tokens, len(base_view)), target
+            )
             attempt = await count_view(view)  # type: ignore[arg-type]
             calls += 1
             reading = read_envelope(attempt)
@@ -223,7 +225,7 @@ async def _walk(
                     "context-simple: the provider count became unavailable in the middle of "
                     "measured compaction; refusing to dispatch an unmeasured request"
                 )
-            measured, chosen = reading, step
+            measured, chosen, chosen_stats = reading, step, stats
             if measured.input_tokens <= target and not measured.over_limit:
                 break
             step = steps.send(_estimate_target(target, view_tokens, measured.input_tokens))
@@ -233,10 +235,8 @@ async def _walk(
         steps.close()
     plan = (
         None
-        if chosen is None
-        else _plan_for(
-            manager, scope, chosen, entry, view, view_tokens, base_view, base_tokens, target
-        )
+        if chosen is None or chosen_stats is None
+        else _plan_for(manager, scope, chosen, chosen_stats, view, view_tokens, entry)
     )
     if measured.input_tokens <= target and not measured.over_limit:
         return _finish(
@@ -293,37 +293,37 @@ def _read_fitted(relief: Mapping[str, Any]) -> Measurement:
     return reading
 
 
-def _stats_for(
+def _step_view(
     manager: SimpleContextManager,
     scope: Scope,
     step: Step,
     entry: Decisions,
-    base_view: list[Any],
-    base_tokens: int,
+    before: tuple[int, int],
     target: int,
-) -> CompactionStats:
+) -> tuple[list[Any], int, CompactionStats]:
+    """The candidate view of one rung, its estimate and its figures, from one render."""
     body = manager._render(step.decisions, scope.open_tail, scope.retained)  # pyright: ignore[reportPrivateUsage]
-    return manager._stats(  # pyright: ignore[reportPrivateUsage]
+    stats = manager._stats(  # pyright: ignore[reportPrivateUsage]
         step,
         entry,
-        before=(base_tokens, len(base_view)),
+        before=before,
         after=(scope.system_tokens + body.tokens, len(scope.systems) + len(body.messages)),
         systems=len(scope.systems),
         budget=scope.usable,
         target=target,
     )
+    view, tokens, _ = manager._compose(scope, step.decisions, stats, body)  # pyright: ignore[reportPrivateUsage]
+    return view, tokens, stats
 
 
 def _plan_for(
     manager: SimpleContextManager,
     scope: Scope,
     step: Step,
-    entry: Decisions,
+    stats: CompactionStats,
     view: list[Any],
     view_tokens: int,
-    base_view: list[Any],
-    base_tokens: int,
-    target: int,
+    entry: Decisions,
 ) -> RequestPlan:
     from ._manager import RequestPlan
     from ._meter import choose_usage
@@ -334,7 +334,7 @@ def _plan_for(
         view_tokens=view_tokens,
         decisions=step.decisions,
         escalated=step,
-        stats=_stats_for(manager, scope, step, entry, base_view, base_tokens, target),
+        stats=stats,
         meter_stats=choose_usage(
             mode=manager.token_meter,
             estimated=view_tokens,
