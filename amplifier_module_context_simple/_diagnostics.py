@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from ._project import PAIRING_KINDS
+
 logger = logging.getLogger(__name__)
 
 MAX_LISTED_REPAIRS = 10
@@ -14,18 +16,35 @@ class Diagnostics:
 
     def __init__(self) -> None:
         self.repairs: tuple[str, ...] = ()
+        self._pairing: tuple[str, ...] = ()
+        self._kinds_seen: set[str] = set()
         self._warned_for: object = None
 
     def report_repairs(self, repaired: list[str]) -> None:
-        """What the view had to repair in a damaged history (orphans left out, placeholders)."""
+        """What the view repaired: unpaired tool messages, and projections onto the host model.
+
+        Entries start with their kind (``"kind: detail"``). A damaged pairing is worth a
+        warning whenever it changes; projections are routine for imported data, so each kind
+        is mentioned once (at info level) rather than once per request.
+        """
         current = tuple(repaired)
-        if current and current != self.repairs:
-            listed = "; ".join(current[:MAX_LISTED_REPAIRS])
-            more = len(current) - MAX_LISTED_REPAIRS
+        pairing = tuple(r for r in current if r.split(":", 1)[0] in PAIRING_KINDS)
+        if pairing and pairing != self._pairing:
+            listed = "; ".join(pairing[:MAX_LISTED_REPAIRS])
+            more = len(pairing) - MAX_LISTED_REPAIRS
             logger.warning(
                 "context-simple: the history holds unpaired tool messages; the view %s%s",
                 listed,
                 f" (+{more} more)" if more > 0 else "",
+            )
+        self._pairing = pairing
+        kinds = {r.split(":", 1)[0] for r in current} - PAIRING_KINDS - self._kinds_seen
+        if kinds:
+            self._kinds_seen |= kinds
+            logger.info(
+                "context-simple: the view projects messages onto the host's model (%s); the "
+                "history keeps them as admitted",
+                ", ".join(sorted(kinds)),
             )
         self.repairs = current
 

@@ -16,16 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._ids import IdAssigner
 from ._messages import (
     ToolPairing,
-    call_ids,
     carries_loaded_tools,
     has_image,
     has_thinking,
     is_human_prompt,
-    is_tool_result,
-    result_ids,
 )
+from ._project import project
 
 Estimator = Callable[..., int]
 
@@ -35,15 +34,23 @@ class Facts:
     """What the request path needs to know about one history message."""
 
     message: Mapping[str, Any]
+    """The history's message, as admitted (identity and equality checks use it)."""
+    sent: Mapping[str, Any]
+    """What the view sends for it (``_project``): the same object when nothing changes."""
+    kinds: tuple[str, ...]
+    """The projection's repair kinds (empty when ``sent is message``)."""
     role: str
     calls: tuple[str, ...]
+    """The view ids of its calls (unique across the history, see ``_ids``)."""
     results: tuple[str, ...]
+    """The view ids it answers."""
     human: bool
     tool_result: bool
     thinking: bool
     loaded_tools: bool
     image: bool
     tokens: int
+    """The estimate of ``sent``: what is charged is what is sent."""
 
 
 class HistoryIndex:
@@ -53,8 +60,10 @@ class HistoryIndex:
     messages, so knowing "which call does this result answer" costs nothing per request.
     """
 
-    def __init__(self, estimator: Estimator) -> None:
+    def __init__(self, estimator: Estimator, *, json_cap: int = 131_072) -> None:
         self._estimator = estimator
+        self._json_cap = json_cap
+        """Largest unknown block sent as JSON text (the ingress cap)."""
         self._family: str | None = None
         self.facts: list[Facts] = []
         self.generation = 0
@@ -64,6 +73,7 @@ class HistoryIndex:
 
     def _reset_positions(self) -> None:
         self.pairing = ToolPairing()
+        self._ids = IdAssigner()
         self.system_positions: list[int] = []
         self.image_messages = 0
 
@@ -91,7 +101,7 @@ class HistoryIndex:
             self.reset()
             facts = self.facts
         for message in messages[len(facts) :]:
-            self._append(self._facts_for(message))
+            self._append(self._facts_for(message, len(self.facts)))
         self._indexed_list = messages
         return facts
 
@@ -134,17 +144,22 @@ class HistoryIndex:
         if fact.image:
             self.image_messages += 1
 
-    def _facts_for(self, message: Mapping[str, Any]) -> Facts:
+    def _facts_for(self, message: Mapping[str, Any], position: int) -> Facts:
         role = message.get("role")
+        ids = self._ids.add(message, position)
+        sent, kinds = project(message, ids, json_cap=self._json_cap)
         return Facts(
             message=message,
+            sent=sent,
+            kinds=kinds,
             role=role if isinstance(role, str) else "",
-            calls=call_ids(message),
-            results=result_ids(message),
-            human=is_human_prompt(message),
-            tool_result=is_tool_result(message),
+            calls=ids.calls,
+            results=ids.results,
+            # Pairing reads what the ids say: a result without a usable id is still a result.
+            human=is_human_prompt(message) and not ids.results,
+            tool_result=role == "tool" or bool(ids.results),
             thinking=has_thinking(message),
             loaded_tools=carries_loaded_tools(message),
             image=has_image(message),
-            tokens=self._estimator(message, family=self._family),
+            tokens=self._estimator(sent, family=self._family),
         )

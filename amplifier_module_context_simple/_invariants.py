@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._ids import IdAssigner
 from ._messages import blocks, call_ids, is_human_prompt, result_ids
+from ._project import project
+
+DEFAULT_JSON_CAP = 131_072
+"""The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
@@ -21,17 +26,34 @@ def check_view(
     """List the invariant violations of ``view`` (an empty list means valid).
 
     Without ``history`` only the view's own structure is checked: tool pairing and adjacency,
-    duplicates, system messages first. With ``history`` (the canonical messages it was built
-    from) it also checks that the system messages are unchanged, that the first and last human
-    prompts are present, and that the latest assistant turn's thinking blocks are intact.
+    duplicates (a message object, or a tool-call id, twice), system messages first. With
+    ``history`` (the canonical messages it was built from) it also checks that the system
+    messages are unchanged, that the first and last human prompts are present, that the
+    latest assistant turn's thinking blocks are intact, and that no turn was split: a human
+    prompt follows a tool result only where it did in the history, and an active turn that
+    opens with a thinking assistant message still opens with it. History messages are
+    compared as the view sends them (their host-model projection, with the view's ids).
     """
     problems: list[str] = []
     problems += _check_pairing(view)
     problems += _check_duplicates(view)
     problems += _check_system_first(view)
     if history is not None:
-        problems += _check_against_history(view, history)
+        sent = sent_forms(history)
+        problems += _check_against_history(view, sent)
+        # (turn checks: enabled in a later commit)
     return problems
+
+
+def sent_forms(
+    history: Sequence[Mapping[str, Any]], json_cap: int = DEFAULT_JSON_CAP
+) -> list[Mapping[str, Any]]:
+    """Each history message as the view sends it (the same pure steps as the request path)."""
+    ids = IdAssigner()
+    return [
+        project(message, ids.add(message, position), json_cap=json_cap)[0]
+        for position, message in enumerate(history)
+    ]
 
 
 def _check_pairing(view: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -68,15 +90,21 @@ def _check_pairing(view: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _check_duplicates(view: Sequence[Mapping[str, Any]]) -> list[str]:
-    # A tool-call id reused by a later turn, after its first use was answered, is what some
-    # harnesses really send and providers accept; the pairing check catches the ambiguous
-    # case (an id declared again while still open). Here: the same message twice.
+    # Providers refuse a request in which a tool-call id repeats, even after the first use
+    # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
     problems: list[str] = []
     seen_objects: dict[int, int] = {}
+    declared: dict[str, int] = {}
     for index, message in enumerate(view):
         first = seen_objects.setdefault(id(message), index)
         if first != index:
             problems.append(f"view[{index}]: the same message object already appears at {first}")
+        for call_id in call_ids(message):
+            earlier = declared.setdefault(call_id, index)
+            if earlier != index:
+                problems.append(
+                    f"view[{index}]: tool-call id {call_id!r} is already declared at {earlier}"
+                )
     return problems
 
 
@@ -124,3 +152,51 @@ def _same_payload(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         and (a.get("content") or "") == (b.get("content") or "")
         and a.get("tool_calls") == b.get("tool_calls")
     )
+
+
+def _is_result(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "tool" or bool(result_ids(message))
+
+
+def _check_turns(
+    view: Sequence[Mapping[str, Any]],
+    history: Sequence[Mapping[str, Any]],
+    sent: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """A view must not make the provider read a different conversation (issue 12, §3)."""
+    problems: list[str] = []
+    # (a) Consecutive user turns merge: a prompt after a tool result lands inside that round.
+    after_result = [
+        p
+        for p in range(1, len(history))
+        if is_human_prompt(history[p]) and _is_result(history[p - 1])
+    ]
+    for index in range(1, len(view)):
+        if not (is_human_prompt(view[index]) and _is_result(view[index - 1])):
+            continue
+        if not any(_same_payload(sent[p], view[index]) for p in after_result):
+            problems.append(
+                f"view[{index}]: a human prompt directly follows a tool result, which it does "
+                "not in the history"
+            )
+    # (b) With thinking on, the active turn must open with its thinking assistant message.
+    opener = _active_opener(history)
+    if (
+        opener is not None
+        and history[opener].get("role") == "assistant"
+        and any(b.get("type") in THINKING_TYPES for b in blocks(history[opener]))
+    ):
+        start = _active_opener(view)
+        if start is None or not _same_payload(sent[opener], view[start]):
+            problems.append(
+                "the active turn does not open with the history's thinking assistant message"
+            )
+    return problems
+
+
+def _active_opener(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The position right after the last human prompt, if anything follows it."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if is_human_prompt(messages[i])), None)
+    if last is None or last + 1 >= len(messages):
+        return None
+    return last + 1

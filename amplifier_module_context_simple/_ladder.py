@@ -80,11 +80,11 @@ class _Plan:
         if position in self.truncated:
             if position not in self.short:
                 self.short[position] = self.index.estimate(
-                    truncated(fact.message, self.truncated[position], keep_chars)
+                    truncated(fact.sent, self.truncated[position], keep_chars)
                 )
             return self.short[position]
         if position in self.stubbed:
-            return self.index.estimate(stubbed(fact.message))
+            return self.index.estimate(stubbed(fact.sent))
         return fact.tokens
 
     def decisions(self, level: int, escalations: int) -> Decisions:
@@ -201,9 +201,9 @@ def _truncate(
         if plan.usage <= target:
             return
         fact = index.facts[position]
-        if position in plan.truncated or not can_truncate(fact.message, keep_chars):
+        if position in plan.truncated or not can_truncate(fact.sent, keep_chars):
             continue
-        short = index.estimate(truncated(fact.message, fact.tokens, keep_chars))
+        short = index.estimate(truncated(fact.sent, fact.tokens, keep_chars))
         if short >= fact.tokens:
             continue
         plan.truncated[position] = fact.tokens
@@ -275,10 +275,10 @@ def _extreme(plan: _Plan, protected: frozenset[int], target: int, keep_chars: in
     if first_user is None or first_user in protected or first_user in plan.stubbed:
         return
     fact = index.facts[first_user]
-    if len(text_of(fact.message)) < STUB_MIN_CHARS:
+    if len(text_of(fact.sent)) < STUB_MIN_CHARS:
         return
-    short = index.estimate(stubbed(fact.message))
+    short = index.estimate(stubbed(fact.sent))
     if short < fact.tokens:
-        plan.stubbed[first_user] = len(text_of(fact.message))
+        plan.stubbed[first_user] = len(text_of(fact.sent))
         plan.usage -= fact.tokens - short
         plan.changed = True

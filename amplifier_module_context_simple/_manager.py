@@ -131,7 +131,7 @@ class SimpleContextManager:
             setattr(self, key, value)
         self.hooks = hooks
         self.messages: list[dict[str, Any]] = []
-        self._index = HistoryIndex(estimate_message_tokens)
+        self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
         self._decisions: Decisions = NO_DECISIONS
         self._compaction_stats: CompactionStats | None = None
         self._meter = TokenMeter()
@@ -306,7 +306,13 @@ class SimpleContextManager:
         text = factory()
         if inspect.isawaitable(text):
             text = await text
-        return text if isinstance(text, str) else str(text)
+        if not isinstance(text, str):
+            # Sending "None" as the system prompt would silently replace the real one.
+            raise TypeError(
+                "the system prompt factory must return a string, it returned "
+                f"{type(text).__name__}: {text!r:.80}"
+            )
+        return text
 
     async def _derive_budget(self, token_budget: int | None, provider: Any) -> Budget:
         return await derive_budget(
@@ -344,7 +350,7 @@ class SimpleContextManager:
         index.sync(self.messages, family)
         stored = [index.facts[i] for i in index.system_positions]
         systems = system_part(stored, factory_text)
-        known = {id(f.message): f.tokens for f in stored}
+        known = {id(f.sent): f.tokens for f in stored}
         return Scope(
             budget=budget,
             systems=systems,

@@ -59,10 +59,10 @@ def validate_message(message: object, index: int | None = None) -> None:
             f"got {type(content).__name__}"
         )
     if isinstance(content, list):
+        # Blocks are not judged here: an unknown or malformed block is stored as it came (a
+        # tool result must never be refused) and the view sends its host-valid projection.
         for position, block in enumerate(content):
-            problem = _block_problem(block_dict(block))
-            if problem:
-                raise ValueError(f"{label}: content block {position} {problem}")
+            read_block(block, f"{label}: content block {position}")
     tool_calls = message.get("tool_calls")
     if tool_calls is not None:
         if not isinstance(tool_calls, list):
@@ -73,60 +73,29 @@ def validate_message(message: object, index: int | None = None) -> None:
             if not isinstance(call, Mapping):
                 raise ValueError(f"{label}: tool_calls[{position}] must be a dict")
     metadata = message.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ValueError(f"{label}: 'metadata' must be a dict, got {type(metadata).__name__}")
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise ValueError(f"{label}: 'metadata' must be a dict, got {type(metadata).__name__}")
+        bad = next((k for k in metadata if not isinstance(k, str)), None)
+        if bad is not None:
+            raise ValueError(
+                f"{label}: 'metadata' keys must be strings, got {type(bad).__name__} {bad!r:.40}"
+            )
     for key in ("tool_call_id", "name"):
         value = message.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{label}: {key!r} must be a string, got {type(value).__name__}")
 
 
-# Block types we pass through: the host's own vocabulary, plus the provider-native shapes that
-# real transcripts carry (OpenAI parts, Anthropic blocks). Anything else is refused at the door
-# rather than aborting a turn later inside the host's Message model.
-_BLOCK_FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
-    "text": (("text", str),),
-    "thinking": (("thinking", str),),
-    "redacted_thinking": (("data", str),),
-    "tool_call": (("id", str), ("name", str), ("input", Mapping)),
-    "tool_use": (("id", str), ("name", str)),
-    "tool_result": (),
-    "image": (("source", Mapping),),
-    "reasoning": (("content", list), ("summary", list)),
-    "image_url": (),
-    "input_text": (("text", str),),
-    "output_text": (("text", str),),
-    "input_image": (),
-    "input_audio": (),
-    "audio": (),
-    "document": (),
-    "file": (),
-    "refusal": (),
-}
-KNOWN_BLOCK_TYPES = frozenset(_BLOCK_FIELDS)
-
-
-def _block_problem(data: Mapping[str, Any] | None) -> str | None:
-    if data is None or not isinstance(data.get("type"), str):
-        return "must be a dict with a string 'type'"
-    kind = data["type"]
-    fields = _BLOCK_FIELDS.get(kind)
-    if fields is None:
-        return f"has an unknown type {kind!r} (known: {', '.join(sorted(KNOWN_BLOCK_TYPES))})"
-    for key, expected in fields:
-        if not isinstance(data.get(key), expected):
-            return f"of type {kind!r} needs {key!r} of type {_type_name(expected)}"
-    if kind == "tool_result" and not isinstance(
-        data.get("tool_use_id") or data.get("tool_call_id"), str
-    ):
-        return "of type 'tool_result' needs a string 'tool_use_id' or 'tool_call_id'"
-    return None
-
-
-def _type_name(expected: type | tuple[type, ...]) -> str:
-    if isinstance(expected, tuple):
-        return " or ".join(t.__name__ for t in expected)
-    return "dict" if expected is Mapping else expected.__name__
+def read_block(block: object, label: str) -> Mapping[str, Any] | None:
+    """``block_dict`` whose failure (a typed block whose ``model_dump()`` raises) is a
+    ``ValueError`` naming where the block is, not the raw exception."""
+    try:
+        return block_dict(block)
+    except Exception as exc:
+        raise ValueError(
+            f"{label}: model_dump() of a typed content block failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def block_dict(block: object) -> Mapping[str, Any] | None:

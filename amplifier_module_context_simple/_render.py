@@ -1,9 +1,10 @@
 """Rendering a view from the history and the decisions in force.
 
-Everything here is deterministic: no clocks, no budget-dependent lengths. Unchanged messages
-are passed through as the very same dict objects as in history (no copies); only a message the
-view has to change (truncated, stubbed, or with ``content: None`` that the host model rejects)
-becomes a new dict, and the history's dict is never touched.
+Everything here is deterministic: no clocks, no budget-dependent lengths. Every message is
+rendered from its sent form (``Facts.sent``, the host-valid projection of ``_project``), which
+is the history's very own dict whenever nothing had to change; only a message the view has to
+change (projected, truncated, stubbed) becomes a new dict, and the history's dict is never
+touched.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from ._decisions import CompactionStats, Decisions
 from ._history import Facts, HistoryIndex
 from ._messages import RESULT_BLOCK_TYPES, block_dict, blocks
+from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
 
 TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
 STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
@@ -38,7 +40,8 @@ def text_of(message: Mapping[str, Any]) -> str:
         if isinstance(text, str):
             parts.append(text)
             continue
-        inner = block.get("content")
+        # Anthropic results carry ``content``, the host's own carry ``output``.
+        inner = block.get("content", block.get("output"))
         if isinstance(inner, str):
             parts.append(inner)
         elif isinstance(inner, list):
@@ -67,10 +70,16 @@ def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int)
     content: object = short
     if result_blocks:
         # Ids answered by blocks must survive the shortening, or their calls lose a result.
-        content = [{**b, "content": short} for b in result_blocks]
+        content = [_short_result(b, short) for b in result_blocks]
         if message.get("role") == "tool" and message.get("tool_call_id"):
             content = [{"type": "text", "text": short}, *content]
     return {**message, "content": content, "_truncated": True, "_original_tokens": original_tokens}
+
+
+def _short_result(block: Mapping[str, Any], short: str) -> dict[str, Any]:
+    """A result block whose payload is ``short``, in whichever field the block carries it."""
+    key = "output" if "output" in block or "content" not in block else "content"
+    return {**block, key: short}
 
 
 def stubbed(message: Mapping[str, Any]) -> Message:
@@ -114,13 +123,6 @@ def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str,
     return copy
 
 
-def provider_safe(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The host's ``Message`` model refuses ``content: None``; give it an empty string."""
-    if message.get("content") is None:
-        return {**message, "content": ""}
-    return message
-
-
 class RenderResult:
     """A rendered stretch of history: the messages, their token total and what was repaired."""
 
@@ -157,7 +159,9 @@ def render_range(
         if position in index.pairing.owner_of:
             continue  # emitted together with its call
         if position in index.pairing.orphans:
-            out.repaired.append(f"dropped result at position {position}: its call is unknown")
+            out.repaired.append(
+                f"{ORPHAN_DROPPED}: dropped result at position {position}: its call is unknown"
+            )
             continue
         _emit(out, index, decisions, position, fact, keep_chars)
         if fact.calls:
@@ -170,15 +174,17 @@ def render_range(
                 if stray:
                     out.messages[-1] = without_results(out.messages[-1], stray, owned)
                     out.repaired.append(
-                        f"dropped result(s) {sorted(stray)} at position {result}: they do "
-                        "not answer a call that is waiting for them"
+                        f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
+                        f"{result}: they do not answer a call that is waiting for them"
                     )
             if position != open_tail:
                 for call_id in sorted(index.pairing.missing(position)):
                     filler = placeholder(call_id)
                     out.messages.append(filler)
                     out.tokens += index.estimate(filler)
-                    out.repaired.append(f"added a placeholder result for call {call_id!r}")
+                    out.repaired.append(
+                        f"{PLACEHOLDER_ADDED}: added a placeholder result for call {call_id!r}"
+                    )
     return out
 
 
@@ -191,15 +197,16 @@ def _emit(
     keep_chars: int,
 ) -> None:
     if position in decisions.truncated:
-        message = truncated(fact.message, decisions.truncated[position], keep_chars)
+        message = truncated(fact.sent, decisions.truncated[position], keep_chars)
         out.tokens += index.estimate(message)
     elif position in decisions.stubbed:
-        message = stubbed(fact.message)
+        message = stubbed(fact.sent)
         out.tokens += index.estimate(message)
     else:
-        message = provider_safe(fact.message)
+        message = fact.sent
         out.tokens += fact.tokens
     out.messages.append(message)
+    out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
 
 
 def open_tail_call(index: HistoryIndex) -> int | None:
@@ -260,7 +267,7 @@ def system_part(facts: Sequence[Facts], factory_text: str | None) -> list[Mappin
     With a system prompt factory its text replaces the stored static system messages, while
     system messages a hook injected stay.
     """
-    stored = [f.message for f in facts if f.role == "system"]
+    stored = [f.sent for f in facts if f.role == "system"]
     if factory_text is None:
         return stored
     hooked = [m for m in stored if _is_hook_message(m)]

@@ -424,15 +424,21 @@ async def test_duplicate_result_ids_and_results_before_their_call() -> None:
         [{"type": "image", "source": "not a dict"}],
     ],
 )
-async def test_unknown_or_mistyped_blocks_are_refused_naming_the_message(
+async def test_unknown_or_mistyped_blocks_are_admitted_and_sent_host_valid(
     content: list[dict[str, Any]],
 ) -> None:
-    """They used to be admitted, and the host's Message model then aborted the turn."""
+    """They used to abort the turn in the host's Message model, then to be refused (losing a
+    tool result); now history keeps them as they came and the view sends a projection."""
+    from amplifier_core.message_models import ChatRequest, Message
+
     manager = SimpleContextManager()
     await manager.add_message({"role": "user", "content": "go"})
-    with pytest.raises(ValueError, match=r"message #1 .*content block 0"):
-        await manager.add_message({"role": "user", "content": content})
-    assert len(manager.messages) == 1
+    await manager.add_message({"role": "user", "content": content})
+    assert manager.messages[1]["content"] == content, "history keeps the block as admitted"
+    view = await manager.get_messages_for_request()
+    ChatRequest(messages=[Message(**m) for m in view])
+    assert check_view(view, history=manager.messages) == []
+    assert manager.view_repairs
 
 
 @pytest.mark.parametrize("role", [["user"], {"r": 1}])
@@ -474,7 +480,7 @@ async def test_stray_result_block_for_an_unknown_call_is_left_out_of_the_view() 
     before = copy.deepcopy(manager.messages)
     view = await manager.get_messages_for_request()
     assert check_view(view, history=manager.messages) == []
-    assert [b["tool_use_id"] for b in view[2]["content"]] == ["a"]
+    assert [b["tool_call_id"] for b in view[2]["content"]] == ["a"], "sent in the host's shape"
     assert manager.messages == before, "the repair is in the view only"
     assert any("gone" in repair for repair in manager.view_repairs)
 

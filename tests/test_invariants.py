@@ -50,10 +50,12 @@ def test_duplicate_message_object() -> None:
     assert any("same message object" in p for p in check_view([USER, USER]))
 
 
-def test_reused_call_id_is_fine_once_answered_but_not_while_open() -> None:
+def test_a_reused_call_id_is_reported_even_once_answered() -> None:
+    """Providers refuse a request that declares one id twice ("ids must be unique")."""
     again = {**CALL}
     answers = [{**RES_A}, {**RES_B}]
-    assert check_view([USER, CALL, RES_A, RES_B, again, *answers]) == []
+    problems = check_view([USER, CALL, RES_A, RES_B, again, *answers])
+    assert any("already declared" in p for p in problems)
     problems = check_view([USER, CALL, RES_A, again, RES_B, *answers])
     assert problems
 
