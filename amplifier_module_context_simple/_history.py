@@ -20,6 +20,7 @@ from ._ids import IdAssigner
 from ._messages import (
     ToolPairing,
     carries_loaded_tools,
+    describe,
     has_image,
     has_thinking,
     is_human_prompt,
@@ -146,8 +147,11 @@ class HistoryIndex:
 
     def _facts_for(self, message: Mapping[str, Any], position: int) -> Facts:
         role = message.get("role")
-        ids = self._ids.add(message, position)
-        sent, kinds = project(message, ids, json_cap=self._json_cap)
+        try:
+            ids = self._ids.add(message, position)
+            sent, kinds = project(message, ids, json_cap=self._json_cap)
+        except ValueError as exc:  # a typed block whose model_dump() raises
+            raise ValueError(f"{describe(message, position)}: {exc}") from exc
         return Facts(
             message=message,
             sent=sent,

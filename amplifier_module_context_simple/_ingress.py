@@ -9,8 +9,10 @@ What counts as "text":
 
 * string content: the string itself;
 * a list of content blocks: only the ``text`` of direct ``{"type": "text", "text": str}``
-  dicts. Their bytes share one budget in list order. Image, audio, unknown, nested and
-  typed (non-dict) blocks are neither measured nor touched;
+  dicts and of the host's typed ``TextBlock`` objects (anything with ``model_dump()``,
+  ``type == "text"`` and a string ``text``; a clipped one is stored as a dict). Their bytes
+  share one budget in list order. Image, audio, unknown, nested and other typed blocks are
+  neither measured nor touched;
 * any other JSON-shaped content (a dict such as a serialised ``ToolResult``, or a list that
   is not a block list): measured as its ``json.dumps`` text, and only replaced by that
   (clipped) text when it is over the cap.
@@ -192,12 +194,24 @@ def _clip_string(text: str, max_bytes: int) -> _Clipped | None:
     return stored_text, original, utf8_byte_length(stored_text)
 
 
-def _is_text_block(block: object) -> bool:
-    return (
-        isinstance(block, Mapping)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
+def _block_text(block: object) -> str | None:
+    """The text of a text block, dict or host-typed (a typed block would otherwise be stored
+    whole at any size)."""
+    if isinstance(block, Mapping):
+        text = block.get("text")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return text if block.get("type") == "text" and isinstance(text, str) else None  # pyright: ignore[reportUnknownMemberType]
+    if callable(getattr(block, "model_dump", None)) and getattr(block, "type", None) == "text":
+        text = getattr(block, "text", None)
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _with_text(block: object, text: str) -> dict[str, Any]:
+    data: dict[str, Any] = (
+        dict(block) if isinstance(block, Mapping) else block.model_dump()  # type: ignore[attr-defined]
     )
+    data["text"] = text
+    return data
 
 
 def _is_block_list(content: list[Any]) -> bool:
@@ -219,10 +233,13 @@ def _is_block_list(content: list[Any]) -> bool:
 
 
 def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
-    text_indexes = [i for i, block in enumerate(blocks) if _is_text_block(block)]
-    if not text_indexes:
+    texts: dict[int, str] = {}
+    for i, block in enumerate(blocks):
+        text = _block_text(block)
+        if text is not None:
+            texts[i] = text
+    if not texts:
         return None
-    texts: dict[int, str] = {i: blocks[i]["text"] for i in text_indexes}
     total_chars = sum(len(t) for t in texts.values())
     if total_chars * 4 <= max_bytes or (
         total_chars <= max_bytes and all(t.isascii() for t in texts.values())
@@ -250,7 +267,7 @@ def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
             # Kept whole, but re-encode if it holds surrogates: the clipped result as a
             # whole must be valid UTF-8.
             safe = text if text.isascii() else text.encode("utf-8", _ENCODE_ERRORS).decode()
-            new_blocks.append(block if safe == text else {**block, "text": safe})
+            new_blocks.append(block if safe == text else _with_text(block, safe))
             remaining -= sizes[i]
             stored += sizes[i]
             last_kept_text_pos = len(new_blocks) - 1
@@ -259,10 +276,10 @@ def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
             # The budget ended exactly at a block boundary: the marker goes on the last
             # text that was kept rather than on an otherwise empty block.
             prev = new_blocks[last_kept_text_pos]
-            new_blocks[last_kept_text_pos] = {**prev, "text": prev["text"] + marker}
+            new_blocks[last_kept_text_pos] = _with_text(prev, str(_block_text(prev)) + marker)
         else:
             prefix = _cut_prefix(text.encode("utf-8", _ENCODE_ERRORS), remaining)
-            new_blocks.append({**block, "text": prefix + marker})
+            new_blocks.append(_with_text(block, prefix + marker))
             stored += utf8_byte_length(prefix)
         stored += len(marker)
         marker_placed = True

@@ -92,10 +92,8 @@ def read_block(block: object, label: str) -> Mapping[str, Any] | None:
     ``ValueError`` naming where the block is, not the raw exception."""
     try:
         return block_dict(block)
-    except Exception as exc:
-        raise ValueError(
-            f"{label}: model_dump() of a typed content block failed: {type(exc).__name__}: {exc}"
-        ) from exc
+    except ValueError as exc:
+        raise ValueError(f"{label}: {exc}") from exc
 
 
 def block_dict(block: object) -> Mapping[str, Any] | None:
@@ -104,7 +102,13 @@ def block_dict(block: object) -> Mapping[str, Any] | None:
         return block  # type: ignore[return-value]
     dump = getattr(block, "model_dump", None)
     if callable(dump):
-        data = dump()
+        try:
+            data = dump()
+        except Exception as exc:
+            # Named by the caller (``read_block``, the history index): never the raw error.
+            raise ValueError(
+                f"model_dump() of a typed content block failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if isinstance(data, Mapping):
             return data  # type: ignore[return-value]
     return None

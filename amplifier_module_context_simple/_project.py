@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._ids import NO_IDS, Ids, usable
-from ._messages import CALL_BLOCK_TYPES, describe, read_block
+from ._messages import CALL_BLOCK_TYPES, read_block
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -198,7 +198,7 @@ def _project_block(
     if isinstance(block, str):
         kinds.append(TEXT)
         return {"type": "text", "text": block}
-    data = read_block(block, f"{describe(message)}: a content block")
+    data = read_block(block, "a content block")
     if data is None:
         kinds.append(BLOCK_JSON)
         return {"type": "text", "text": _json(block)}

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from ._manager import RequestPlan, SimpleContextManager
 
 
+MAX_REPLANS = 3
+
+
 def context_length_error(message: str) -> Exception:
     """The host's typed error when it is installed (it is provided at run time)."""
     try:
@@ -84,10 +87,20 @@ async def get_messages_for_request_retaining(
     token_budget: int | None = None,
     hard_fit: bool = False,
 ) -> list[dict[str, Any]]:
-    retained = resolve_retained(manager.messages, retain_contents)
-    plan = await manager._plan_request(  # pyright: ignore[reportPrivateUsage]
-        token_budget=token_budget, provider=provider, retained=retained, hard_fit=hard_fit
-    )
+    wanted = retain_contents if isinstance(retain_contents, str) else list(retain_contents)
+    retained = resolve_retained(manager.messages, wanted)
+    for _ in range(MAX_REPLANS):
+        plan = await manager._plan_request(  # pyright: ignore[reportPrivateUsage]
+            token_budget=token_budget, provider=provider, retained=retained, hard_fit=hard_fit
+        )
+        # The plan awaited the budget and the system prompt factory: a set_messages meanwhile
+        # moves (or removes: ValueError) the reminders, so resolve again on what was planned.
+        current = resolve_retained(manager.messages, wanted)
+        if current == retained:
+            break
+        retained = current
+    else:
+        raise RuntimeError("context-simple: the history kept changing while a request was planned")
     check_fits(plan)
     # The compaction event below is the commit boundary: nothing before it changed state.
     return await manager._deliver(plan)  # pyright: ignore[reportPrivateUsage]
