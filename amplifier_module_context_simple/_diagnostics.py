@@ -28,7 +28,13 @@ class Diagnostics:
         is mentioned once (at info level) rather than once per request.
         """
         current = tuple(repaired)
-        pairing = tuple(r for r in current if r.split(":", 1)[0] in PAIRING_KINDS)
+        previous = self.repairs
+        # A growing session repeats the previous list and appends to it: only the new entries
+        # are read, so a request stays O(new messages) even when every message is projected.
+        grown = len(current) >= len(previous) and current[: len(previous)] == previous
+        fresh = current[len(previous) :] if grown else current
+        new_pairing = tuple(r for r in fresh if _kind(r) in PAIRING_KINDS)
+        pairing = (self._pairing if grown else ()) + new_pairing
         if pairing and pairing != self._pairing:
             listed = "; ".join(pairing[:MAX_LISTED_REPAIRS])
             more = len(pairing) - MAX_LISTED_REPAIRS
@@ -38,7 +44,7 @@ class Diagnostics:
                 f" (+{more} more)" if more > 0 else "",
             )
         self._pairing = pairing
-        kinds = {r.split(":", 1)[0] for r in current} - PAIRING_KINDS - self._kinds_seen
+        kinds = {_kind(r) for r in fresh} - PAIRING_KINDS - self._kinds_seen
         if kinds:
             self._kinds_seen |= kinds
             logger.info(
@@ -72,3 +78,7 @@ class Diagnostics:
             target,
             why,
         )
+
+
+def _kind(repair: str) -> str:
+    return repair.partition(":")[0]
