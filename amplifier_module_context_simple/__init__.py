@@ -12,10 +12,12 @@ from ._estimate import estimate_message_tokens
 from ._invariants import check_view
 from ._manager import SimpleContextManager
 from ._mount import mount
+from ._project import REPAIR_KINDS
 
 __amplifier_module_type__ = "context"
 
 __all__ = [
+    "REPAIR_KINDS",
     "ContextConfig",
     "SimpleContextManager",
     "check_view",

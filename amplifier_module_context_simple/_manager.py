@@ -562,7 +562,11 @@ class SimpleContextManager:
 
     @property
     def view_repairs(self) -> tuple[str, ...]:
-        """What the latest view repaired (placeholders added, orphan results left out)."""
+        """What the latest view repaired or projected, one ``"kind: detail"`` string each.
+
+        Kinds come from ``REPAIR_KINDS``: pairing repairs (placeholders added, orphan or stray
+        results left out) and projections onto the host's model (images, calls, ids...).
+        """
         return self._diagnostics.repairs
 
     async def _announce_compaction(self, plan: RequestPlan) -> None:

@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import (
+    REPAIR_KINDS,
     SimpleContextManager,
     check_view,
     estimate_message_tokens,
 )
 from amplifier_module_context_simple._estimate import _CJK  # pyright: ignore[reportPrivateUsage]
 from amplifier_module_context_simple._ids import IdAssigner
-from amplifier_module_context_simple._project import REPAIR_KINDS, project
+from amplifier_module_context_simple._project import project
 from amplifier_module_context_simple._render import truncated
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
