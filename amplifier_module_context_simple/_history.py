@@ -128,6 +128,8 @@ class HistoryIndex:
             # comparison, far cheaper than estimating again); anything else is a rewrite.
             if fact.message != message:
                 return False
+            if fact.sent is fact.message:
+                fact.sent = message  # unchanged by projection: send the list's own object
             fact.message = message
         return True
 

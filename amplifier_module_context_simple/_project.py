@@ -125,6 +125,8 @@ def _project_fields(
             renamed = ids.result_map.get(own)  # type: ignore[arg-type]
             if renamed is not None or "tool_call_id" not in message:
                 changes["tool_call_id"] = renamed or own
+                if renamed is None:
+                    kinds.append(FIELD)  # ``tool_use_id`` only: the host reads ``tool_call_id``
         elif ids.results:
             # No usable id of its own: it carries the one it was paired by.
             changes["tool_call_id"] = ids.results[0]
