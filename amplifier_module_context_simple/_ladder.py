@@ -146,6 +146,9 @@ def plan_escalation(
     plan = _Plan(index, base, retained, usage)
     protection = _protected(index, policy, retained | protected_extra, open_tail)
     protected = protection.keep
+    # What an earlier fit pass took is only "relaxed" while it would still be protected; once
+    # newer messages push it out, it is ordinary compaction (and the notice stops saying so).
+    plan.relaxed &= protected
     escalations = base.escalations + 1
     level = base.level
     if limit is not None:
