@@ -86,9 +86,7 @@ def tokens_of(view: Sequence[dict[str, Any]]) -> int:
 
 
 def whole(view: Sequence[dict[str, Any]], message: dict[str, Any]) -> bool:
-    return any(
-        m.get("content") == message.get("content") and not m.get("_truncated") for m in view
-    )
+    return any(m.get("content") == message.get("content") and not m.get("_truncated") for m in view)
 
 
 async def admit(manager: SimpleContextManager, messages: Sequence[dict[str, Any]]) -> None:
