@@ -42,6 +42,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -597,3 +598,49 @@ def test_requests_leave_the_history_unchanged(session: Session) -> None:
 
     failure = first_failure(run, check)
     assert failure is None, f"{failure}\n{describe(session)}"
+
+
+# --- the corpus, replayed as fit_check does ---------------------------------------------------
+
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS_FILES = sorted(CORPUS_DIR.glob("*.jsonl")) if CORPUS_DIR.is_dir() else []
+
+
+async def _replay_corpus(path: Path, budget: int) -> list[str]:
+    messages = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    manager = SimpleContextManager()
+    problems: list[str] = []
+    for position, message in enumerate(messages):
+        if message.get("role") == "assistant" and position > 0:
+            before = copy.deepcopy(await manager.get_messages())
+            view = await manager.get_messages_for_request(token_budget=budget)
+            history = await manager.get_messages()
+            request = Request(position, view, history, before, history, budget, relaxed=False)
+            found = [
+                *check_view(view, history=history),
+                *turn_violations(view, history),
+                *host_problems(view),
+                *(str(v) for v in provider_violations(view, history=history)),
+            ]
+            size, floor = tokens(view), floor_tokens(view)
+            if size > budget and floor <= budget:
+                found.append(f"view {size} tokens > budget {budget} (floor {floor})")
+            if before != history:
+                found.append("the history changed")
+            problems += [f"request before message {request.at}: {p}" for p in found[:2]]
+        await manager.add_message(copy.deepcopy(message))
+    return problems
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason="../shared/corpus is not available")
+@pytest.mark.parametrize(("window", "max_output"), [(16_000, 2_000), (32_000, 4_000)])
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem[:40])
+def test_corpus_views_are_accepted_and_fit(path: Path, window: int, max_output: int) -> None:
+    """Issue 12's "done when", per transcript: 0 views over the budget, 0 invalid views."""
+    budget = window - max_output // 2 - SAFETY_MARGIN
+    logging.disable(logging.WARNING)
+    try:
+        problems = asyncio.run(_replay_corpus(path, budget))
+    finally:
+        logging.disable(logging.NOTSET)
+    assert problems == [], "\n".join(problems[:6])
