@@ -284,7 +284,7 @@ def sessions(draw: st.DrawFn) -> Session:
                 messages.append(
                     {"role": "tool", "tool_call_id": cid, "name": name, "content": content}
                 )
-            if draw(st.integers(0, 9)) == 0:
+            if draw(st.integers(0, 9)) == 9:  # shrinks towards "no reminder"
                 messages.append(
                     {
                         "role": "user",
@@ -292,7 +292,7 @@ def sessions(draw: st.DrawFn) -> Session:
                         "metadata": {"source": "hook", "ephemeral": True, "persisted": True},
                     }
                 )
-        interrupted = turn < turns - 1 and rounds > 0 and draw(st.integers(0, 4)) == 0
+        interrupted = turn < turns - 1 and rounds > 0 and draw(st.integers(0, 4)) == 4
         if not interrupted:
             answer: Msg = {"role": "assistant", "content": f"Task {turn} is done."}
             if thinking == "every" or (thinking == "first" and rounds == 0):
