@@ -25,11 +25,13 @@ the events. On every view:
 * the history is unchanged by the request;
 * and every generated message is admitted (unknown block types included).
 
-Each property is its own test, so each fails (and shrinks) on its own.
+Each property is its own test, so each fails (and shrinks) on its own. The same checks also run
+on every transcript of ``../shared/corpus`` at 16k/2k and 32k/4k (issue 12's "done when").
 
 While issue 12 is being merged the module is marked ``xfail(strict=False)`` and shrinking is
-off (a failing property would otherwise spend minutes shrinking on every run): set ``PENDING``
-to ``False`` once the fixes land, and the suite is strict again and shrinks its failures.
+off (a failing property would otherwise spend its time shrinking on every run). Run it as it
+will run once merged with ``PROVIDER_VIEWS_STRICT=1``; when the fixes have landed, make
+``PENDING`` ``False`` and the suite is strict and shrinks its failures.
 """
 
 from __future__ import annotations
