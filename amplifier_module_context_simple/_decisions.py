@@ -29,6 +29,8 @@ class Decisions:
     level: int = 0
     """Highest ladder rung the latest escalation needed (0: never compacted)."""
     escalations: int = 0
+    relaxed: frozenset[int] = frozenset()
+    """Positions the fit pass shortened or removed from protected ground."""
 
     @property
     def empty(self) -> bool:
@@ -44,7 +46,13 @@ class Decisions:
             stubbed=MappingProxyType({k: v for k, v in self.stubbed.items() if k not in positions}),
             level=self.level,
             escalations=self.escalations,
+            relaxed=self.relaxed - positions,
         )
+
+    @property
+    def protection_relaxed(self) -> bool:
+        """Whether a fit pass shortened or removed protected content that is still out."""
+        return bool(self.relaxed)
 
 
 NO_DECISIONS = Decisions()
@@ -71,6 +79,8 @@ class CompactionStats:
     removed_positions: tuple[int, ...] = ()
     truncated_positions: tuple[int, ...] = ()
     stubbed_positions: tuple[int, ...] = ()
+    results_shortened: int = 0
+    groups_removed: int = 0
 
     @classmethod
     def of_escalation(
@@ -87,6 +97,7 @@ class CompactionStats:
         protected_recent: float,
         protected_tool_results: int,
         history_messages: int,
+        relaxed: tuple[int, int] = (0, 0),
     ) -> CompactionStats:
         """Figures of one escalation: (tokens, messages) before and after, and what it added."""
         removed = sorted(decisions.removed - previous.removed)
@@ -110,6 +121,8 @@ class CompactionStats:
             removed_positions=tuple(removed),
             truncated_positions=tuple(truncated),
             stubbed_positions=tuple(stubbed),
+            results_shortened=relaxed[0],
+            groups_removed=relaxed[1],
         )
 
     def payload(self) -> dict[str, Any]:
@@ -131,4 +144,8 @@ class CompactionStats:
             "removed_positions": list(self.removed_positions),
             "truncated_positions": list(self.truncated_positions),
             "stubbed_positions": list(self.stubbed_positions),
+            "protection_relaxed": {
+                "tool_results_shortened": self.results_shortened,
+                "groups_removed": self.groups_removed,
+            },
         }

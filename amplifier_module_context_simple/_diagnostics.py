@@ -19,6 +19,7 @@ class Diagnostics:
         self._pairing: tuple[str, ...] = ()
         self._kinds_seen: set[str] = set()
         self._warned_for: object = None
+        self._over_budget_for: object = None
 
     def report_repairs(self, repaired: list[str]) -> None:
         """What the view repaired: unpaired tool messages, and projections onto the host model.
@@ -77,6 +78,21 @@ class Diagnostics:
             view_tokens,
             target,
             why,
+        )
+
+    def warn_if_over_budget(self, decisions: object, *, view_tokens: int, budget: int) -> None:
+        """The floor alone does not fit: the view goes out over the budget (once per decisions)."""
+        if view_tokens <= budget or decisions is self._over_budget_for:
+            return
+        self._over_budget_for = decisions
+        logger.warning(
+            "context-simple: the view (~%d tokens) is over the budget (%d) even with every "
+            "protection relaxed: the system messages, the first and latest user prompt, the "
+            "retained reminders and the active tool round alone are that large; shorten them or "
+            "raise the budget (get_messages_for_request_retaining(hard_fit=True) refuses such "
+            "a request instead)",
+            view_tokens,
+            budget,
         )
 
 

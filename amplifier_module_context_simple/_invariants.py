@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._ids import IdAssigner
+from ._ids import IdAssigner, raw_call_ids
 from ._messages import blocks, call_ids, is_human_prompt, result_ids
 from ._project import project
 
@@ -165,6 +165,12 @@ def _same_payload(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     )
 
 
+def _calls(message: Mapping[str, Any]) -> bool:
+    """Whether it declares calls, with usable ids or not (the view answers both)."""
+    listed, in_blocks = raw_call_ids(message)
+    return bool(listed or in_blocks)
+
+
 def _is_result(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "tool" or bool(result_ids(message))
 
@@ -182,7 +188,7 @@ def _check_turns(
     after_result = [
         p
         for p in range(1, len(history))
-        if is_human_prompt(history[p]) and (_is_result(history[p - 1]) or call_ids(history[p - 1]))
+        if is_human_prompt(history[p]) and (_is_result(history[p - 1]) or _calls(history[p - 1]))
     ]
     for index in range(1, len(view)):
         if not (is_human_prompt(view[index]) and _is_result(view[index - 1])):

@@ -4,6 +4,13 @@ Planning never touches history or manager state. It starts from the decisions in
 yields, rung by rung, the decisions that would bring the view's estimated size down, stopping
 as soon as the target is met. Protection is computed once per escalation; whole tool-call
 groups are the unit of removal, so a call never loses its results or vice versa.
+
+Protection is a preference below the budget, not above it: when the eight rungs leave the view
+over a hard ``limit``, a fit pass relaxes it (shortening protected tool results, then removing
+groups from the protected recent window) until the view fits or only the floor is left. The
+floor is what a provider needs to read the conversation at all: system messages, the first and
+latest human prompt, retained envelopes, an unanswered call with its tail, the latest assistant
+message when it carries thinking or calls, and the opening thinking round of the active turn.
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ class LadderPolicy:
     truncate_chars: int
 
 
+FIT_LEVEL = RUNGS[-1].level
+"""The level a fit pass reports: it only runs once every rung has been tried."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """The state after one rung that changed something."""
@@ -58,6 +69,18 @@ class Step:
     decisions: Decisions
     usage: int
     target_met: bool
+    results_shortened: int = 0
+    """Protected tool results the fit pass shortened in this escalation."""
+    groups_removed: int = 0
+    """Removal units (a call group or one message) the fit pass took from protected ground."""
+
+
+@dataclass(frozen=True, slots=True)
+class Protection:
+    keep: frozenset[int]
+    """Positions no rung may touch (the share-dependent recent window is added per rung)."""
+    floor: frozenset[int]
+    """Positions not even the fit pass may touch."""
 
 
 class _Plan:
@@ -70,6 +93,7 @@ class _Plan:
         self.removed = set(base.removed) - retained
         self.truncated = {k: v for k, v in base.truncated.items() if k not in retained}
         self.stubbed = {k: v for k, v in base.stubbed.items() if k not in retained}
+        self.relaxed = set(base.relaxed) - retained
         self.usage = usage
         self.changed = False
         self.short: dict[int, int] = {}
@@ -94,6 +118,7 @@ class _Plan:
             stubbed=MappingProxyType(dict(self.stubbed)),
             level=level,
             escalations=escalations,
+            relaxed=frozenset(self.relaxed),
         )
 
 
@@ -107,20 +132,30 @@ def plan_escalation(
     retained: frozenset[int] = frozenset(),
     protected_extra: frozenset[int] = frozenset(),
     open_tail: int | None = None,
+    limit: int | None = None,
 ) -> Generator[Step, int | None, None]:
     """Yield the decisions after each rung that changed something.
 
     ``usage`` is the estimated size of the view under ``base`` (system messages included);
-    rungs run until it is at or below ``target``. The caller decides which step to keep; the
-    measured-request path counts each one with the provider and may ``send`` a corrected
-    target (in estimate units) back into the generator.
+    rungs run until it is at or below ``target``. With a ``limit`` (the hard ceiling, in the
+    same units) the rungs aim for ``min(target, limit)`` and, if the view is still over the
+    limit after the last rung, a fit pass relaxes protection down to the floor. The caller
+    decides which step to keep; the measured-request path (no ``limit``: there the provider's
+    count decides) counts each one and may ``send`` a corrected target back into the generator.
     """
     plan = _Plan(index, base, retained, usage)
-    protected = _protected(index, plan, policy, retained | protected_extra, open_tail)
+    protection = _protected(index, policy, retained | protected_extra, open_tail)
+    protected = protection.keep
+    # What an earlier fit pass took is only "relaxed" while it would still be protected; once
+    # newer messages push it out, it is ordinary compaction (and the notice stops saying so).
+    plan.relaxed &= protected
     escalations = base.escalations + 1
+    level = base.level
+    if limit is not None:
+        target = min(target, limit)
     for rung in RUNGS:
         if plan.usage <= target:
-            return
+            break
         plan.changed = False
         if rung.action == "truncate":
             _truncate(plan, protected, rung.share, target, policy.truncate_chars)
@@ -130,51 +165,98 @@ def plan_escalation(
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
         if plan.changed:
-            step = Step(
-                rung.level,
-                plan.decisions(max(base.level, rung.level), escalations),
-                plan.usage,
-                plan.usage <= target,
-            )
+            level = max(base.level, rung.level)
+            step = Step(rung.level, plan.decisions(level, escalations), plan.usage,
+                        plan.usage <= target)  # fmt: skip
             # A caller that measures each step for real may send a corrected target back.
             corrected = yield step
             if corrected is not None:
                 target = corrected
+    if limit is None or plan.usage <= limit:
+        return
+    shortened, groups = _relax(plan, protection.floor, limit, policy.truncate_chars, open_tail)
+    if shortened or groups:
+        yield Step(
+            FIT_LEVEL,
+            plan.decisions(max(level, FIT_LEVEL), escalations),
+            plan.usage,
+            plan.usage <= target,
+            results_shortened=shortened,
+            groups_removed=groups,
+        )
+
+
+def _relax(
+    plan: _Plan, floor: frozenset[int], limit: int, keep_chars: int, open_tail: int | None
+) -> tuple[int, int]:
+    """The fit pass: shorten protected results oldest first, then remove recent groups.
+
+    Returns how many results it shortened and how many removal units it took.
+    """
+    index = plan.index
+    truncated_before, removed_before = set(plan.truncated), set(plan.removed)
+    _truncate(plan, floor, 1.0, limit, keep_chars)
+    _remove(plan, floor, limit, keep_chars, open_tail)
+    shortened = set(plan.truncated) - truncated_before
+    removed = plan.removed - removed_before
+    plan.relaxed.update(shortened, removed)
+    groups = sum(1 for p in removed if p not in index.pairing.owner_of)
+    return len(shortened - removed), groups
 
 
 def _protected(
     index: HistoryIndex,
-    plan: _Plan,
     policy: LadderPolicy,
     extra: frozenset[int],
     open_tail: int | None,
-) -> frozenset[int]:
-    """Positions no rung may touch (the share-dependent recent window is added per rung)."""
+) -> Protection:
+    """What the rungs keep, and the smaller floor that even the fit pass keeps."""
     facts = index.facts
-    keep: set[int] = set(extra)
+    floor: set[int] = set(extra)
     humans = [i for i, f in enumerate(facts) if f.human]
     if humans:
-        keep.update((humans[0], humans[-1]))
-    keep.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
-    orphans = index.pairing.orphans
-    results = [
-        i
-        for i, f in enumerate(facts)
-        if f.tool_result and i not in plan.removed and i not in orphans
-    ]
-    recent_results = (
-        results[len(results) - policy.protected_tool_results :]
-        if (policy.protected_tool_results)
-        else []
-    )
-    keep.update(recent_results)
+        floor.update((humans[0], humans[-1]))
+        # The provider reads the active turn from its opening round; with thinking on, that
+        # round carries the thinking block the request must start the final turn with.
+        opener = humans[-1] + 1
+        if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
+            floor.add(opener)
+    floor.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
     if open_tail is not None:
-        keep.add(open_tail)
-    # The latest assistant turn carries the thinking the provider checks; it stays whole.
+        floor.add(open_tail)
+        floor.update(index.pairing.results_of.get(open_tail, ()))
     latest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role == "assistant"), None)
-    if latest is not None:
-        keep.add(latest)
-    return frozenset(keep)
+    if latest is not None and (facts[latest].thinking or facts[latest].calls):
+        # An active tool loop needs its latest round (and its thinking) exactly as sent.
+        floor.add(latest)
+    keep = set(floor)
+    count = policy.protected_tool_results
+    if count:
+        orphans = index.pairing.orphans
+        results = [i for i, f in enumerate(facts) if f.tool_result and i not in orphans]
+        recent_results = results[-count:]
+        keep.update(recent_results)
+        keep.update(_rest_of_turns(index, recent_results))
+    return Protection(keep=frozenset(keep), floor=frozenset(floor))
+
+
+def _rest_of_turns(index: HistoryIndex, positions: list[int]) -> set[int]:
+    """Everything from each of ``positions`` up to the next human prompt.
+
+    A kept tool round whose turn lost its closing answer would put the next human prompt
+    right after a tool result: the provider would then read that old round as part of the
+    new turn (and refuse it when thinking is on).
+    """
+    facts = index.facts
+    covered: set[int] = set()
+    reach = -1
+    for start in positions:
+        position = max(start, reach)
+        while position < len(facts) and not facts[position].human:
+            covered.add(position)
+            position += 1
+        reach = position
+    return covered
 
 
 def _recent_floor(index: HistoryIndex, plan: _Plan, share: float) -> frozenset[int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +28,14 @@ from ._ingress import clip_tool_result
 from ._ladder import LadderPolicy, Step, plan_escalation
 from ._messages import validate_message
 from ._meter import MeterStats, TokenMeter, choose_usage
-from ._render import RenderResult, notice, open_tail_call, system_part
+from ._render import (
+    NoticeFigures,
+    RenderResult,
+    notice,
+    notice_message,
+    open_tail_call,
+    system_part,
+)
 from ._view_cache import PrefixCache
 
 logger = logging.getLogger(__name__)
@@ -69,6 +76,8 @@ class Scope:
     retained: frozenset[int]
     protected_extra: frozenset[int]
     epoch: int = 0
+    limit: int = 0
+    """The most the systems and body may take so that the view, notice included, fits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +151,7 @@ class SimpleContextManager:
         self._diagnostics = Diagnostics()
         self._epoch = 0
         self._factory_cache: tuple[object, int] = (None, 0)
+        self._notice_cost_cache: tuple[object, int] = (None, 0)
 
     # Attribute declarations for type checkers (set from the config in __init__).
     max_tokens: int | None
@@ -351,16 +361,34 @@ class SimpleContextManager:
         stored = [index.facts[i] for i in index.system_positions]
         systems = system_part(stored, factory_text)
         known = {id(f.sent): f.tokens for f in stored}
+        open_tail = open_tail_call(index)
+        effective = budget.effective_budget
         return Scope(
             budget=budget,
             systems=systems,
             system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
-            usable=self._usable_budget(budget.effective_budget),
-            open_tail=open_tail_call(index),
+            usable=self._usable_budget(effective),
+            open_tail=open_tail,
             retained=retained,
             protected_extra=protected_extra,
             epoch=self._epoch,
+            limit=effective - (self._notice_cost() if open_tail is None else 0),
         )
+
+    def _notice_cost(self) -> int:
+        """Tokens the longest notice this history could get takes (0 with notices off)."""
+        if not self.compaction_notice_enabled:
+            return 0
+        size = len(self._index.facts)
+        key = (len(str(size + 1000)), self.compaction_notice_verbosity, self._index.family)
+        if self._notice_cost_cache[0] != key:
+            largest = NoticeFigures.largest(size)
+            cost = max(
+                self._index.estimate(notice_message(figures, self.compaction_notice_verbosity))
+                for figures in (largest, replace(largest, relaxed=False))
+            )
+            self._notice_cost_cache = (key, cost)
+        return self._notice_cost_cache[1]
 
     def _factory_tokens(self, message: Mapping[str, Any]) -> int:
         key = (message.get("content"), self._index.family)
@@ -392,8 +420,12 @@ class SimpleContextManager:
             tokens += self._index.estimate(reminder)
         return view, tokens, body
 
-    def _build_plan(self, scope: Scope, hard_fit: bool) -> RequestPlan:
-        """Plan one request on our estimate: escalate past the trigger, else render as is."""
+    def _build_plan(self, scope: Scope, hard_fit: bool, *, relax: bool = True) -> RequestPlan:
+        """Plan one request on our estimate: escalate past the trigger, else render as is.
+
+        ``relax`` lets a fit pass give up protection when the rungs leave the view over the
+        budget (the plain and retention paths; the measured path keeps the eight rungs).
+        """
         usable, retained = scope.usable, scope.retained
         decisions = self._decisions
         body = self._render(decisions, scope.open_tail, retained)
@@ -406,11 +438,13 @@ class SimpleContextManager:
             view_has_images=self._index.image_messages > 0,
         )
         trigger = self.compact_threshold * usable
-        target = usable if hard_fit else int(self.target_usage * usable)
+        target = scope.limit if hard_fit else int(self.target_usage * usable)
         step: Step | None = None
         stats = self._compaction_stats
-        if meter_stats.used >= trigger or (hard_fit and estimate > usable):
-            step = self._escalate(decisions, estimate, target, scope)
+        if meter_stats.used >= trigger or estimate > scope.limit:
+            step = self._escalate(
+                decisions, estimate, target, scope, limit=scope.limit if relax else None
+            )
         if step is not None:
             before_messages = len(scope.systems) + len(body.messages)
             previous, decisions = decisions, step.decisions
@@ -449,7 +483,13 @@ class SimpleContextManager:
         return effective - reserve if reserve < effective else effective
 
     def _escalate(
-        self, decisions: Decisions, estimate: int, target: int, scope: Scope
+        self,
+        decisions: Decisions,
+        estimate: int,
+        target: int,
+        scope: Scope,
+        *,
+        limit: int | None = None,
     ) -> Step | None:
         # Real readings include what we cannot see (tool schemas, overlays); the calibration
         # ratio scales the target into estimate units so the reduction is sized for real.
@@ -465,6 +505,7 @@ class SimpleContextManager:
             retained=scope.retained,
             protected_extra=scope.protected_extra,
             open_tail=scope.open_tail,
+            limit=limit,
         ):
             last = step
         # The planner yields only rungs that changed something: with nothing new to reduce
@@ -497,6 +538,7 @@ class SimpleContextManager:
             protected_recent=self.protected_recent,
             protected_tool_results=self.protected_tool_results,
             history_messages=len(self._index.facts),
+            relaxed=(step.results_shortened, step.groups_removed),
         )
 
     def _render(
@@ -551,6 +593,9 @@ class SimpleContextManager:
         self._last_token_meter_stats = plan.meter_stats.as_dict()
         self._meter.note_request_estimate(plan.view_tokens)
         self._diagnostics.report_repairs(plan.repaired)
+        self._diagnostics.warn_if_over_budget(
+            self._decisions, view_tokens=plan.view_tokens, budget=plan.budget.effective_budget
+        )
         if plan.escalated is not None and plan.stats is not None:
             self._diagnostics.warn_if_above_target(
                 self._decisions,

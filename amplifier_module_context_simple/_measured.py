@@ -394,7 +394,7 @@ async def _fallback(
     result: dict[str, Any],
 ) -> dict[str, Any]:
     """No usable provider count: plan on our estimate, count the result once for dispatch."""
-    plan = manager._build_plan(scope, False)  # pyright: ignore[reportPrivateUsage]
+    plan = manager._build_plan(scope, False, relax=False)  # pyright: ignore[reportPrivateUsage]
     view = base_view
     if plan.escalated is not None:
         view = plan.view

@@ -10,6 +10,7 @@ touched.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._decisions import CompactionStats, Decisions
@@ -227,22 +228,67 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
 
     Built only from the sticky state, so it stays byte-identical until the next escalation.
     """
+    return notice_message(
+        NoticeFigures(
+            level=decisions.level,
+            history_messages=stats.history_messages,
+            removed=len(decisions.removed),
+            truncated=len(decisions.truncated),
+            stubbed=len(decisions.stubbed),
+            before_messages=stats.before_messages,
+            after_messages=stats.after_messages,
+            relaxed=decisions.protection_relaxed,
+        ),
+        verbosity,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFigures:
+    """The numbers a notice states (every one of them comes from sticky state)."""
+
+    level: int
+    history_messages: int
+    removed: int
+    truncated: int
+    stubbed: int
+    before_messages: int
+    after_messages: int
+    relaxed: bool
+
+    @classmethod
+    def largest(cls, history_messages: int) -> NoticeFigures:
+        """Figures at least as long as any notice for a history this size can state."""
+        wide = 10 ** len(str(history_messages + 1000)) - 1
+        return cls(wide, wide, wide, wide, wide, wide, wide, relaxed=True)
+
+
+def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     summary = (
-        f"Earlier conversation was compacted (level {decisions.level}). Of the first "
-        f"{stats.history_messages} messages, {len(decisions.removed)} are no longer shown, "
-        f"{len(decisions.truncated)} tool results are shortened and {len(decisions.stubbed)} "
+        f"Earlier conversation was compacted (level {figures.level}). Of the first "
+        f"{figures.history_messages} messages, {figures.removed} are no longer shown, "
+        f"{figures.truncated} tool results are shortened and {figures.stubbed} "
         f"long messages are reduced to a stub; the latest compaction took the view from "
-        f"{stats.before_messages} to {stats.after_messages} messages."
+        f"{figures.before_messages} to {figures.after_messages} messages."
     )
     redo = (
         "Work requested in the first message may already be done: check the recent messages "
         "before repeating any step, and do not redo state-changing actions."
     )
     lines = [summary, redo]
+    if figures.relaxed:
+        lines.append(
+            "The window is small, so some recent tool results were shortened or left out too. "
+            "If you need what they held, read it again with narrower parameters (a line range, "
+            "a filter, a smaller query); never re-run a tool that changes state to get its "
+            "output back."
+        )
     if verbosity != "minimal":
         lines.append(
             "Kept in full: system instructions, the first and the latest user request, the "
             "most recent messages and the latest tool results."
+            if not figures.relaxed
+            else "Kept in full: system instructions and the first and the latest user request."
         )
         lines.append(
             "Shortened tool results say so at their start; call the tool again if you need "

@@ -10,9 +10,14 @@ Two line-per-message formats are read:
   ``function.name`` / ``function.arguments``, ``content: null`` on call-only turns, ``image_url``
   parts, ``reasoning_content``).
 
-The messages are handed over in the shape the context manager accepts; OpenAI-shaped messages
-stay as they are because the manager reads both shapes and makes its views host-valid itself.
-Nothing in a message's content is altered or dropped.
+The messages are handed over in the shape the context manager accepts. Message content is
+never altered or dropped; the one thing rewritten is a tool call that is not in the shape the
+published Amplifier orchestrators store (see :func:`normalise_tool_call`), because Amplifier's
+provider modules read only that shape (the host's ``ToolCall`` and the OpenAI provider read
+``name``, the Anthropic provider reads ``tool``) and would send an OpenAI-style call with an
+empty name and no arguments. This is where foreign data enters, so this is where it is fixed;
+the context manager itself carries stored calls verbatim. Anthropic ``tool_use`` content blocks
+are content and stay as they are (the manager's view projects them for the host).
 """
 
 from __future__ import annotations
@@ -24,12 +29,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["LineError", "LoadedTranscript", "TranscriptError", "load_transcript"]
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "LineError",
+    "LoadedTranscript",
+    "TranscriptError",
+    "load_transcript",
+    "normalise_tool_call",
+]
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 # The roles amplifier_core.message_models.Message accepts; any other role aborts a host turn.
 _ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
 _AMPLIFIER_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_call", "tool_use"})
+RAW_ARGUMENTS_KEY = "_raw"
+"""Key under which call arguments that are not a JSON object are kept, as their JSON text."""
 
 
 class TranscriptError(Exception):
@@ -72,10 +86,11 @@ def load_transcript(
     tool-call blocks), else ``"openai-chat"`` when any line shows an OpenAI trait; a file with
     neither counts as Amplifier only when it is named ``transcript.jsonl``.
 
-    Normalisation: a top-level ``timestamp`` moves into ``metadata["timestamp"]`` unless the
-    metadata already has one (then it stays where it is). For the Amplifier format, keys holding
-    ``None`` are dropped as the writer does, and a missing ``content`` becomes ``""`` so the
-    message validates as the host's ``Message``.
+    Normalisation: every ``tool_calls`` entry not in the stored shape is rewritten by
+    :func:`normalise_tool_call` (in either format). A top-level ``timestamp`` moves into
+    ``metadata["timestamp"]`` unless the metadata already has one (then it stays where it is).
+    For the Amplifier format, keys holding ``None`` are dropped as the writer does, and a missing
+    ``content`` becomes ``""`` so the message validates as the host's ``Message``.
     """
     label, lines, named_transcript = _read(source, stdin)
     messages: list[dict[str, Any]] = []
@@ -225,7 +240,74 @@ def _detect_format(messages: list[dict[str, Any]], named_transcript: bool) -> st
     return "amplifier" if named_transcript else "openai-chat"
 
 
+def normalise_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """One ``tool_calls`` entry in the shape Amplifier orchestrators store.
+
+    A call that has a ``tool`` key is already stored-shape and is returned unchanged (the same
+    object). Any other call — OpenAI chat style ``{"id", "type": "function", "function":
+    {"name", "arguments": "<json>"}}``, or the host ``ToolCall`` shape ``{"id", "name",
+    "arguments"}`` — becomes ``{"id", "tool": name, "name": name, "arguments": {...}}``: both
+    ``tool`` and ``name`` are carried, since the providers read one or the other. Keys other
+    than ``type: "function"`` and ``function`` are kept as they are (``id`` included, whatever
+    its value).
+
+    ``arguments`` is always a dict afterwards:
+
+    * a dict is kept; a missing or ``None`` value, or a string of only whitespace, is ``{}``;
+    * a string holding a JSON object is parsed;
+    * anything else — a string that is not JSON, or JSON that is not an object (``"[1, 2]"``,
+      ``"42"``), or a non-string non-dict value — is kept verbatim as JSON text under
+      :data:`RAW_ARGUMENTS_KEY`: ``{"_raw": "<the text as logged>"}``, so nothing is lost and
+      the tool sees one clearly named argument instead of a silently empty call.
+
+    A name that is missing or not a string becomes ``""`` (the host's ``ToolCall`` requires a
+    string); the call is still kept, so it stays paired with its results.
+    """
+    if "tool" in call:
+        return call
+    function = call.get("function")
+    source: dict[str, Any] = function if isinstance(function, dict) else call
+    name = source.get("name")
+    if not isinstance(name, str):
+        name = call.get("name") if isinstance(call.get("name"), str) else ""
+    arguments = source.get("arguments", call.get("arguments"))
+    out: dict[str, Any] = {}
+    for key, value in call.items():
+        if key == "function" and isinstance(function, dict):
+            continue
+        if key == "type" and value == "function":
+            continue
+        out[key] = value
+    out["tool"] = name
+    out["name"] = name
+    out["arguments"] = _parse_arguments(arguments)
+    return out
+
+
+def _parse_arguments(arguments: object) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}
+        try:
+            parsed = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            return {RAW_ARGUMENTS_KEY: arguments}
+        return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: arguments}
+    try:
+        text = json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = str(arguments)
+    return {RAW_ARGUMENTS_KEY: text}
+
+
 def _normalise(m: dict[str, Any], fmt: str) -> dict[str, Any]:
+    calls = m.get("tool_calls")
+    if isinstance(calls, list) and any("tool" not in c for c in calls):
+        m = {**m, "tool_calls": [normalise_tool_call(c) for c in calls]}
     if fmt == "amplifier":
         # The writer drops None values; mirror that, then restore the one key the host's
         # Message requires (a call-only turn whose None content was dropped).

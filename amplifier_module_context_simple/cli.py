@@ -42,6 +42,7 @@ from ._estimate import family_for_model
 from ._example_session import generate_session
 from ._report import (
     DEFAULT_MAX_OUTPUT,
+    HOST_CHECK_RUN,
     ReplayError,
     ReplayOutcome,
     ReplayReport,
@@ -409,7 +410,7 @@ def _render_report(console: Console, report: ReplayReport, *, show_requests: boo
         ("Tokens saved, last request", f"{s['final_tokens_saved']:,}"),
         ("Tokens saved, all requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable requests", f"{s['prefix_stable_requests']:,} / {n:,}"),
-        ("Valid views", f"{n - s['invalid_views']:,} / {n:,}"),
+        ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Views over the budget", f"{s['over_budget_requests']:,}"),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
     ):  # fmt: skip
@@ -434,6 +435,13 @@ def _render_report(console: Console, report: ReplayReport, *, show_requests: boo
         )
     if not show_requests:
         console.print("[dim]Every request: --requests or --json. One view: inspect --at N.[/]")
+
+
+def _host_note(summary: dict[str, Any]) -> str:
+    """What "valid" covered: check_view always, the host's model only where it is installed."""
+    if summary["host_check"] != HOST_CHECK_RUN:
+        return f" (check_view only; host model check {summary['host_check']})"
+    return f" (check_view + host model; host refused {summary['host_invalid_views']:,})"
 
 
 def _console() -> Console:
@@ -502,6 +510,7 @@ def _render_view(
         f"~{record.view_tokens:,} tokens = "
         f"{record.utilisation:.1%} of the {record.budget:,}-token budget; compaction level "
         f"{record.level}; view {'valid' if record.valid else 'INVALID'}"
+        + ("" if record.host_valid is not None else " (host model check not run)")
     )
     table = Table(
         caption="hist: position in the history (0-based); blank: added by the view",

@@ -15,10 +15,15 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from amplifier_module_context_simple import SimpleContextManager, check_view
+from amplifier_module_context_simple import _report as report_module
 from amplifier_module_context_simple import cli as cli_module
 from amplifier_module_context_simple._config import ContextConfig
-from amplifier_module_context_simple._example_session import generate_session
-from amplifier_module_context_simple._report import ReplayError, _HistoryDigest, replay
+from amplifier_module_context_simple._report import (
+    HOST_CHECK_NOT_RUN,
+    HOST_CHECK_RUN,
+    ReplayError,
+    replay,
+)
 from amplifier_module_context_simple._transcripts import LoadedTranscript
 from amplifier_module_context_simple.cli import app
 
@@ -31,13 +36,14 @@ SUMMARY_KEYS = {
     "messages", "history_tokens", "requests", "compactions", "final_level", "max_utilisation",
     "mean_utilisation", "peak_view_tokens", "tokens_saved", "final_tokens_saved",
     "prefix_stable_requests", "invalid_views", "over_budget_requests", "ingress_truncations",
-    "budget", "budget_source", "budget_capped", "trigger_tokens",
+    "budget", "budget_source", "budget_capped", "trigger_tokens", "host_check",
+    "host_invalid_views",
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",
     "view_tokens", "budget", "budget_source", "utilisation", "level", "compacted", "removed",
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
-    "violations", "prefix_stable",
+    "host_valid", "violations", "prefix_stable",
 }  # fmt: skip
 COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
@@ -167,10 +173,16 @@ def test_corpus_transcripts_replay_with_valid_views(path: Path) -> None:
     assert summary["messages"] == report["source"]["messages"] > 0
     if any(r["view_tokens"] > 8000 or r["history_tokens"] > 8000 for r in report["requests"]):
         assert summary["compactions"] >= 1
-    # Views are valid; the one exception is a tool-call id the transcript itself reuses.
+    # Views are valid; the exceptions are a tool-call id the transcript itself reuses and (until
+    # issue 12's projection lands) an image_url part the host's Message model refuses.
     reused = {i for i, n in _call_id_counts(path).items() if n > 1}
+    assert report["summary"]["host_check"] == "run"
     for r in report["requests"]:
+        assert r["host_valid"] is not None
         for violation in r["violations"]:
+            if "host's Message model refuses" in violation:
+                assert "'image_url'" in violation, violation
+                continue
             assert "already declared" in violation, violation
             assert any(repr(i) in violation for i in reused), violation
         if not r["compacted"]:
@@ -284,21 +296,106 @@ async def test_replay_engine_refuses_a_bad_message() -> None:
         )
 
 
-async def test_history_digest_gives_check_view_the_same_verdict() -> None:
-    manager = SimpleContextManager(max_tokens=6000)
-    digest = _HistoryDigest()
-    checked = 0
-    for message in [{"role": "system", "content": "Be brief."}, *generate_session(150, seed=5)]:
-        if message["role"] == "assistant":
-            view = await manager.get_messages_for_request()
-            broken = [view[1:], view[:-1], [m for m in view if m["role"] != "system"]]
-            for candidate in (view, *broken):
-                full = check_view(candidate, history=manager.messages)
-                assert check_view(candidate, history=digest.messages()) == full
-                checked += bool(full)
-        await manager.add_message(message)
-        digest.add(manager.messages[-1])
-    assert digest.count == len(manager.messages) and checked > 0
+# --- what "valid" means: the strengthened check_view and the host's model ----------------
+
+
+class _HostRefusedView(SimpleContextManager):
+    """A manager whose views pass check_view but carry metadata the host's Message refuses."""
+
+    async def get_messages_for_request(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        view = await super().get_messages_for_request(*args, **kwargs)
+        return [{**view[-1], "metadata": {1: "non-string key"}} if i == len(view) - 1 else m
+                for i, m in enumerate(view)]  # fmt: skip
+
+
+CHAT_MESSAGES = [json.loads(line) for line in CHAT]
+
+
+async def test_valid_column_includes_the_host_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    good = await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)
+    assert good.report.summary()["host_check"] == HOST_CHECK_RUN
+    assert [(r.valid, r.host_valid) for r in good.report.requests] == [(True, True)] * 2
+
+    monkeypatch.setattr(report_module, "SimpleContextManager", _HostRefusedView)
+    bad = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report
+    for r in bad.requests:
+        assert check_view([{"role": "user", "content": "x", "metadata": {1: "k"}}]) == []
+        assert (r.valid, r.host_valid) == (False, False)
+        assert r.violations == [
+            f"view[{r.view_messages - 1}]: the host's Message model refuses it: "
+            "metadata.1.[key]: Input should be a valid string"
+        ]
+    summary = bad.summary()
+    assert summary["invalid_views"] == summary["host_invalid_views"] == 2
+
+
+async def test_host_refusal_names_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    class ImageUrlView(SimpleContextManager):
+        async def get_messages_for_request(self, *a: Any, **k: Any) -> list[dict[str, Any]]:
+            view = await super().get_messages_for_request(*a, **k)
+            part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+            return [*view, {"role": "user", "content": [part], "metadata": {"source": "hook"}}]
+
+    monkeypatch.setattr(report_module, "SimpleContextManager", ImageUrlView)
+    record = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report.requests[0]
+    assert record.host_valid is False
+    (problem,) = [v for v in record.violations if "host" in v]
+    assert problem.startswith("view[1]: the host's Message model refuses it: content.0: ")
+    assert "'image_url'" in problem
+
+
+async def test_check_view_sees_the_whole_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def spy(view: Any, *, history: Any = None) -> list[str]:
+        assert history is not None
+        seen.append(len(history))
+        return check_view(view, history=history)
+
+    monkeypatch.setattr(report_module, "check_view", spy)
+    messages = [{"role": "system", "content": "Be brief."}, *CHAT_MESSAGES, *CHAT_MESSAGES]
+    await replay(messages, config=ContextConfig(), window=None)
+    # A view before each assistant message, each checked against every message added so far.
+    assert seen == [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+
+
+def _without_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a CLI-only install looks like: amplifier-core (a dev dependency) cannot be imported.
+    monkeypatch.setitem(sys.modules, "amplifier_core.message_models", None)
+
+
+async def test_without_amplifier_core_the_host_check_is_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without_host(monkeypatch)
+    monkeypatch.setattr(report_module, "SimpleContextManager", _HostRefusedView)
+    report = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report
+    assert report.summary()["host_check"] == HOST_CHECK_NOT_RUN
+    assert report.summary()["host_invalid_views"] == 0
+    # valid rests on check_view alone, which this view passes.
+    assert [(r.valid, r.host_valid, r.violations) for r in report.requests] == [
+        (True, None, [])
+    ] * 2
+    assert report.as_json()["requests"][0]["host_valid"] is None
+
+
+def test_cli_says_when_the_host_check_was_not_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
+    shown = run("replay", str(path))
+    assert shown.exit_code == 0, shown.stderr
+    assert "2 / 2 (check_view + host model; host refused 0)" in " ".join(shown.stdout.split())
+    _without_host(monkeypatch)
+    result = run("replay", str(path))
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.replace("│", " ").split())
+    assert "Valid views 2 / 2 (check_view only; host model check not run: amplifier-core is not " \
+        "installed)" in out  # fmt: skip
+    assert run_json("replay", str(path))["summary"]["host_check"] == HOST_CHECK_NOT_RUN
+    inspected = run("inspect", str(path), "--at", "1")
+    assert inspected.exit_code == 0, inspected.stderr
+    assert "host model check not run" in " ".join(inspected.stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -388,3 +485,22 @@ def test_importing_the_package_does_not_import_the_cli_dependencies() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_cli_runs_where_amplifier_core_is_not_installed(tmp_path: Path) -> None:
+    # A fresh interpreter in which no amplifier_core module can be imported at all, as with
+    # `pip install amplifier-module-context-simple[cli]`: the report runs and says so.
+    path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
+    code = (
+        "import sys; sys.modules['amplifier_core'] = None; "
+        "from amplifier_module_context_simple.cli import main; "
+        f"sys.argv = ['context-simple', 'replay', {str(path)!r}, '--json']; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["summary"]["host_check"] == HOST_CHECK_NOT_RUN
+    assert report["summary"]["invalid_views"] == 0
+    assert [r["host_valid"] for r in report["requests"]] == [None, None]

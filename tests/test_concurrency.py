@@ -295,7 +295,7 @@ async def fail_factory(manager: SimpleContextManager, script: Script) -> Any:
 
 async def fail_hard_fit(manager: SimpleContextManager, script: Script) -> Any:
     await manager.get_messages_for_request_retaining(
-        retain_contents=[REMINDER], token_budget=1_000, hard_fit=True
+        retain_contents=[REMINDER], token_budget=100, hard_fit=True
     )
 
 

@@ -733,13 +733,17 @@ async def test_18_single_tool_output_larger_than_the_window() -> None:
     assert stored.startswith(huge[:1_000].replace("\ud800", "?"))
     [clip] = recorder.named("context:tool_result_ingress_truncated")
     assert clip["tool_call_id"] == "dump" and clip["stored_text_utf8_bytes"] == len(encoded)
-    # Still the newest result, so still protected: the ordinary view is over budget but valid,
-    # and a hard fit is a typed error, not a crash.
-    await valid_view(manager, provider=window)
-    with pytest.raises(ContextLengthError):
-        await manager.get_messages_for_request_retaining(
-            retain_contents=[], provider=window, hard_fit=True
-        )
+    # Still the newest result, so protected; but protection yields to the budget: the fit
+    # pass shortens it, says so, and both the ordinary view and a hard fit come in under it.
+    view = await valid_view(manager, provider=window)
+    assert manager._estimate_tokens(view) <= 24_576
+    assert any(m.get("_truncated") and m.get("tool_call_id") == "dump" for m in view)
+    [event] = recorder.named("context:compaction")
+    assert event["protection_relaxed"] == {"tool_results_shortened": 1, "groups_removed": 0}
+    fitted = await manager.get_messages_for_request_retaining(
+        retain_contents=[], provider=window, hard_fit=True
+    )
+    assert manager._estimate_tokens(fitted) <= 24_576
     # Later turns push it out of the protected set: requests fit again.
     for t in range(7):
         await fill(manager, [say(f"page {t}"), *group([f"q{t}"], "row\n" * 50)])

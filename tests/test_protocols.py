@@ -18,7 +18,13 @@ from amplifier_core.testing import MockCoordinator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import SimpleContextManager, check_view, mount
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+    mount,
+)
+from amplifier_module_context_simple._render import NOTICE_SOURCE
 
 from .conftest import Recorder
 
@@ -159,7 +165,9 @@ async def test_hard_fit_targets_the_budget_itself_and_sticks() -> None:
         retain_contents=[REMINDER], token_budget=6_000, hard_fit=True
     )
     [event] = recorder.named("context:compaction")
-    assert event["target_tokens"] == 6_000 - 800
+    [reminder] = [m for m in view if (m.get("metadata") or {}).get("source") == NOTICE_SOURCE]
+    # The target is the budget less what the notice can take: the notice must fit too.
+    assert 6_000 - 800 < event["target_tokens"] <= 6_000 - estimate_message_tokens(reminder)
     assert manager._estimate_tokens(view) <= 6_000
     later = await manager.get_messages_for_request(6_000)
     if len(recorder.named("context:compaction")) == 1:

@@ -258,7 +258,8 @@ async def test_reused_ids_are_unique_in_every_view_and_stable(
         if budget is None:
             assert ids[: len(previous)] == previous, "an earlier id never changes"
             previous = ids
-    assert any(r.startswith("id-renamed") for r in manager.view_repairs)
+    if budget is None:  # (a compacted view may have left the renamed call out)
+        assert any(r.startswith("id-renamed") for r in manager.view_repairs)
 
 
 def test_derived_ids_respect_the_original_shape() -> None:
