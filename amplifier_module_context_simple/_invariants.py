@@ -18,16 +18,12 @@ DEFAULT_JSON_CAP = 131_072
 """The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
-CHECK_TURNS = False
-"""Whether ``check_view`` runs the turn checks (issue 12 §3) unless told otherwise. Off until
-the ladder keeps turns whole (the views it makes today split them); then this turns True."""
 
 
 def check_view(
     view: Sequence[Mapping[str, Any]],
     *,
     history: Sequence[Mapping[str, Any]] | None = None,
-    turns: bool | None = None,
     json_cap: int = DEFAULT_JSON_CAP,
 ) -> list[str]:
     """List the invariant violations of ``view`` (an empty list means valid).
@@ -40,9 +36,8 @@ def check_view(
     prompt follows a tool result only where it did in the history, and an active turn that
     opens with a thinking assistant message still opens with it. History messages are
     compared as the view sends them (their host-model projection, with the view's ids).
-    ``turns`` selects the two turn checks (default: :data:`CHECK_TURNS`); ``json_cap`` is the
-    manager's ``max_tool_result_bytes`` when it is not the default (it bounds the JSON text an
-    unknown block is sent as, so it decides the sent form).
+    ``json_cap`` is the manager's ``max_tool_result_bytes`` when it is not the default (it
+    bounds the JSON text an unknown block is sent as, so it decides the sent form).
     """
     problems: list[str] = []
     problems += _check_pairing(view)
@@ -51,8 +46,7 @@ def check_view(
     if history is not None:
         sent = sent_forms(history, json_cap)
         problems += _check_against_history(view, sent)
-        if CHECK_TURNS if turns is None else turns:
-            problems += _check_turns(view, history, sent)
+        problems += _check_turns(view, history, sent)
     return problems
 
 
@@ -185,11 +179,19 @@ def _check_turns(
     # (a) Consecutive user turns merge: a prompt after a tool result lands inside that round.
     # Allowed where the history had the prompt after a result, or after a call that a repair
     # answers in the view (interrupted, or answered late): nothing of the turn went missing.
-    after_result = [
-        p
-        for p in range(1, len(history))
-        if is_human_prompt(history[p]) and (_is_result(history[p - 1]) or _calls(history[p - 1]))
-    ]
+    # System messages are lifted out of the conversation, so "before" skips them.
+    after_result: list[int] = []
+    previous: Mapping[str, Any] | None = None
+    for p, message in enumerate(history):
+        if message.get("role") == "system":
+            continue
+        if (
+            previous is not None
+            and is_human_prompt(message)
+            and (_is_result(previous) or _calls(previous))
+        ):
+            after_result.append(p)
+        previous = message
     for index in range(1, len(view)):
         if not (is_human_prompt(view[index]) and _is_result(view[index - 1])):
             continue

@@ -96,6 +96,8 @@ class _Plan:
         self.relaxed = set(base.relaxed) - retained
         self.usage = usage
         self.changed = False
+        self.pinned: int | None = None
+        """A position no rung may remove (it may still be shortened)."""
         self.short: dict[int, int] = {}
         """Estimated tokens of a shortened form, remembered from when it was planned."""
 
@@ -144,6 +146,7 @@ def plan_escalation(
     count decides) counts each one and may ``send`` a corrected target back into the generator.
     """
     plan = _Plan(index, base, retained, usage)
+    plan.pinned = _newest(index)
     protection = _protected(index, policy, retained | protected_extra, open_tail)
     protected = protection.keep
     # What an earlier fit pass took is only "relaxed" while it would still be protected; once
@@ -162,8 +165,10 @@ def plan_escalation(
         elif rung.action == "remove":
             recent = _recent_floor(index, plan, policy.protected_recent * rung.share)
             _remove(plan, protected | recent, target, policy.truncate_chars, open_tail)
+            _mend_turns(plan, protected | recent, policy.truncate_chars, open_tail)
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
+            _mend_turns(plan, protected, policy.truncate_chars, open_tail)
         if plan.changed:
             level = max(base.level, rung.level)
             step = Step(rung.level, plan.decisions(level, escalations), plan.usage,
@@ -197,6 +202,7 @@ def _relax(
     truncated_before, removed_before = set(plan.truncated), set(plan.removed)
     _truncate(plan, floor, 1.0, limit, keep_chars)
     _remove(plan, floor, limit, keep_chars, open_tail)
+    _mend_turns(plan, floor, keep_chars, open_tail)
     shortened = set(plan.truncated) - truncated_before
     removed = plan.removed - removed_before
     plan.relaxed.update(shortened, removed)
@@ -217,10 +223,14 @@ def _protected(
     if humans:
         floor.update((humans[0], humans[-1]))
         # The provider reads the active turn from its opening round; with thinking on, that
-        # round carries the thinking block the request must start the final turn with.
-        opener = humans[-1] + 1
-        if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
-            floor.add(opener)
+        # round carries the thinking block the request must start the final turn with. A
+        # prompt typed right after a tool result merges into that round's user turn, so the
+        # turn the provider checks may open before it: keep that prompt and its opener too.
+        anchor = next((h for h in reversed(humans) if not _follows_result(index, h)), humans[0])
+        for prompt in {anchor, humans[-1]}:
+            opener = prompt + 1
+            if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
+                floor.update((prompt, opener))
     floor.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
     if open_tail is not None:
         floor.add(open_tail)
@@ -238,6 +248,35 @@ def _protected(
         keep.update(recent_results)
         keep.update(_rest_of_turns(index, recent_results))
     return Protection(keep=frozenset(keep), floor=frozenset(floor))
+
+
+def _follows_result(index: HistoryIndex, position: int) -> bool:
+    """Whether the provider reads ``position`` inside the tool round before it.
+
+    Hook reminders between the two are user turns too and merge with them.
+    """
+    facts = index.facts
+    for p in range(position - 1, -1, -1):
+        fact = facts[p]
+        if fact.role == "system" or p in index.pairing.orphans:
+            continue
+        if fact.role == "user" and not fact.human and not fact.tool_result:
+            continue
+        return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
+    return False
+
+
+def _newest(index: HistoryIndex) -> int | None:
+    """The newest message, unless it is a tool result (its call is the floor's anyway).
+
+    Decisions outlive this request: the next prompt will follow the newest message and must
+    not find it gone, or it would land right after whatever round came before it.
+    """
+    facts = index.facts
+    newest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role != "system"), None)
+    if newest is None or facts[newest].tool_result:
+        return None
+    return newest
 
 
 def _rest_of_turns(index: HistoryIndex, positions: list[int]) -> set[int]:
@@ -322,7 +361,7 @@ def _remove(
         if plan.usage <= target:
             return
         head = unit[0]
-        if any(p in protected for p in unit):
+        if head == plan.pinned or any(p in protected for p in unit):
             continue
         if index.facts[head].calls and (head == open_tail or index.pairing.missing(head)):
             continue  # an unanswered call is never removed
@@ -334,13 +373,88 @@ def _remove(
         plan.changed = True
 
 
+def _mend_turns(
+    plan: _Plan, protected: frozenset[int], keep_chars: int, open_tail: int | None
+) -> None:
+    """Make sure no human prompt lands inside a tool round the history had closed.
+
+    Consecutive user-role turns merge at the provider, so a prompt that now follows a tool
+    result (with nothing but hook reminders in between) where the history had something else
+    before it would be read as part of that round. The prompt is left out too when nothing
+    protects it; otherwise what was removed right before it comes back.
+    """
+    index = plan.index
+    facts, pairing = index.facts, index.pairing
+    in_round = False  # the last message rendered ends a tool round
+    gap = False  # something between that round and here is no longer shown
+    for position, fact in enumerate(facts):
+        if fact.role == "system" or position in pairing.orphans:
+            continue
+        if position in plan.removed:
+            gap = gap or in_round
+            continue
+        if position in pairing.owner_of:
+            continue  # rendered together with its call
+        if fact.human and in_round and gap:
+            if position not in protected and position != plan.pinned:
+                plan.removed.add(position)
+                plan.truncated.pop(position, None)
+                plan.stubbed.pop(position, None)
+                plan.usage -= plan.rendered_tokens(position, keep_chars)
+                plan.changed = True
+                continue
+            _restore_before(plan, position, keep_chars)
+            # Restored, the prompt follows what it followed in the history.
+            in_round = gap = False
+            continue
+        if fact.calls:
+            kept = [r for r in pairing.results_of.get(position, ()) if r not in plan.removed]
+            in_round = bool(kept) or (position != open_tail and bool(pairing.missing(position)))
+            gap = False
+        elif fact.tool_result:
+            in_round, gap = True, False  # a result whose call is gone is never rendered
+        elif not (fact.role == "user" and not fact.human):
+            in_round = gap = False  # hook reminders merge into the round; anything else ends it
+
+
+def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
+    """Show again what sits right before ``position`` in the history, unit by unit.
+
+    A restored prompt would itself follow the round, so the walk goes on back past restored
+    prompts until it restores something that is not one (or finds it already shown).
+    """
+    index = plan.index
+    facts = index.facts
+    while True:
+        previous = next(
+            (
+                p
+                for p in range(position - 1, -1, -1)
+                if facts[p].role != "system" and p not in index.pairing.orphans
+            ),
+            None,
+        )
+        if previous is None or previous not in plan.removed:
+            return
+        head = index.pairing.owner_of.get(previous, previous)
+        for p in (head, *index.pairing.results_of.get(head, ())):
+            if p in plan.removed:
+                plan.removed.discard(p)
+                plan.relaxed.discard(p)
+                plan.usage += plan.rendered_tokens(p, keep_chars)
+                plan.changed = True
+        if not facts[previous].human:
+            return
+        position = previous
+
+
 def _extreme(plan: _Plan, protected: frozenset[int], target: int, keep_chars: int) -> None:
     index = plan.index
     # Stubs left by earlier escalations go first: they carry almost nothing any more.
     for position in sorted(plan.stubbed):
         if plan.usage <= target:
             return
-        if position in protected:
+        if position in protected or position == plan.pinned:
             continue
         plan.usage -= plan.rendered_tokens(position, keep_chars)
         del plan.stubbed[position]

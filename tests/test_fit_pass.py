@@ -26,6 +26,8 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
 )
 
+from .provider_rules import provider_violations
+
 NOTICE_SOURCE = "context-compaction"
 LINE = "src/parser.c:120: warning: implicit conversion loses precision\n"
 
@@ -386,3 +388,50 @@ async def test_every_view_fits_the_budget_whenever_the_floor_does(
                 for kept in results:
                     assert whole(view, kept), "protected results stay whole unless relaxed"
         await manager.add_message(message)
+
+
+async def test_a_lone_prompt_is_not_removed_from_between_a_round_and_the_next_prompt() -> None:
+    manager = SimpleContextManager(protected_recent=0.0, protected_tool_results=1)
+    await admit(manager, [prompt("Build it. " + "spec " * 400), call("b0"), result("b0", 1_500)])
+    # The user typed twice before the agent answered: two prompts in a row after the round.
+    await admit(manager, [prompt("next"), prompt("next next")])
+    history = await manager.get_messages()
+    view = await manager.get_messages_for_request(token_budget=900)
+    assert check_view(view, history=history) == []
+    assert human_after_result(view) == [] or any(m.get("content") == "next" for m in view)
+
+
+async def test_an_interrupted_turn_keeps_the_prompt_and_thinking_round_the_provider_reads() -> None:
+    manager = SimpleContextManager(protected_recent=0.0)
+    thinking_answer = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "easy", "signature": "s0"},
+            {"type": "text", "text": "Done."},
+        ],
+    }
+    await admit(manager, [prompt("Task one."), thinking_answer, prompt("Task two.")])
+    await admit(manager, [call("t0", thinking=True), result("t0", 1_500)])
+    await admit(manager, [call("t1"), result("t1", 1_500), call("t2"), result("t2", 1_500)])
+    # Interrupted: a new prompt right after the tool results. The provider merges it into the
+    # results' user turn, so the turn it checks for thinking opens at "Task two."'s round.
+    await admit(manager, [prompt("Stop; do task three.")])
+    for i in (3, 4, 5):
+        await admit(manager, [call(f"t{i}", thinking=i == 3), result(f"t{i}", 300)])
+    history = await manager.get_messages()
+    # t1 and t2 are among the five protected results (so their round stays), t0 is not.
+    view = await manager.get_messages_for_request(token_budget=4_000)
+    assert provider_violations(view) == []
+    assert check_view(view, history=history) == []
+    assert any(same(m, history[3]) for m in view), "the opener of the turn the provider reads"
+
+
+async def test_the_newest_message_is_never_removed_so_the_next_prompt_finds_it() -> None:
+    manager = SimpleContextManager()
+    await admit(manager, [prompt("Run it."), call("r0")])  # interrupted: no result ever came
+    await admit(manager, [{"role": "assistant", "content": "Stopped. " * 40}])
+    await manager.get_messages_for_request(token_budget=60)
+    await manager.add_message(prompt("Why did it stop?"))
+    history = await manager.get_messages()
+    view = await manager.get_messages_for_request(token_budget=60)
+    assert check_view(view, history=history) == []

@@ -27,11 +27,6 @@ the events. On every view:
 
 Each property is its own test, so each fails (and shrinks) on its own. The same checks also run
 on every transcript of ``../shared/corpus`` at 16k/2k and 32k/4k (issue 12's "done when").
-
-While issue 12 is being merged the module is marked ``xfail(strict=False)`` and shrinking is
-off (a failing property would otherwise spend its time shrinking on every run). Run it as it
-will run once merged with ``PROVIDER_VIEWS_STRICT=1``; when the fixes have landed, make
-``PENDING`` ``False`` and the suite is strict and shrinks its failures.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ import copy
 import itertools
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,21 +55,11 @@ from amplifier_module_context_simple import (
 
 from .provider_rules import provider_violations
 
-PENDING = os.environ.get("PROVIDER_VIEWS_STRICT") != "1"
-"""Issue 12's fixes are not merged yet: the properties are expected to fail today.
-
-``PROVIDER_VIEWS_STRICT=1`` runs them strictly, with shrinking, as they will run once merged."""
-
-if PENDING:
-    pytestmark = pytest.mark.xfail(strict=False, reason="pending issue 12 merge")
-
 PROPERTY_SETTINGS = settings(
     max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate]
-    if PENDING
-    else [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
 )
 
 SAFETY_MARGIN = 4096  # what a provider's window loses besides the reserved output
@@ -427,16 +411,24 @@ def _after_tool(msgs: Sequence[Msg], i: int) -> bool:
     return j >= 0 and msgs[j].get("role") == "tool"
 
 
+def _prompt_key(message: Msg) -> str:
+    """A prompt's words: the view sends image parts in the host's form, the text verbatim."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return json.dumps(content)
+    return json.dumps([b.get("text") for b in content if isinstance(b, dict) and "text" in b])
+
+
 def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
     """Issue 12 §3's invariants, stated independently of the package's check_view."""
     problems: list[str] = []
     allowed = {
-        json.dumps(history[i].get("content"))
+        _prompt_key(history[i])
         for i in range(len(history))
         if is_human(history[i]) and _after_tool(history, i)
     }
     for i in range(len(view)):
-        moved = is_human(view[i]) and json.dumps(view[i].get("content")) not in allowed
+        moved = is_human(view[i]) and _prompt_key(view[i]) not in allowed
         if moved and _after_tool(view, i):
             problems.append(f"view[{i}]: a human prompt directly after a tool result")
 

@@ -495,7 +495,7 @@ def test_projection_is_a_pure_function() -> None:
     assert message["content"][0]["type"] == "image_url"
 
 
-# --- §3 turn checks (check_view(..., turns=True)) ------------------------------------------------
+# --- §3 turn checks (check_view(...)) ------------------------------------------------
 
 
 def thinking_round(k: int, thinking: bool) -> list[dict[str, Any]]:
@@ -511,11 +511,10 @@ def test_an_active_turn_must_open_with_its_thinking_message() -> None:
     """One prompt, twenty rounds, thinking on the first round only (interleaving off)."""
     rounds = [m for k in range(20) for m in thinking_round(k, k == 0)]
     history = [{"role": "user", "content": "go"}, *rounds]
-    assert check_view(history, history=history, turns=True) == []
+    assert check_view(history, history=history) == []
     split = [history[0], *rounds[2:]]  # the opening thinking round was removed
-    problems = check_view(split, history=history, turns=True)
+    problems = check_view(split, history=history)
     assert any("active turn" in p for p in problems)
-    assert check_view(split, history=history) == [], "off by default until the ladder lands"
 
 
 def test_a_prompt_after_a_tool_result_only_where_the_history_had_one() -> None:
@@ -525,13 +524,13 @@ def test_a_prompt_after_a_tool_result_only_where_the_history_had_one() -> None:
         {"role": "assistant", "content": "final answer"},
         {"role": "user", "content": "second"},
     ]
-    assert check_view(history, history=history, turns=True) == []
+    assert check_view(history, history=history) == []
     split = [history[0], history[1], history[2], history[4]]  # final answer removed
-    problems = check_view(split, history=history, turns=True)
+    problems = check_view(split, history=history)
     assert any("directly follows a tool result" in p for p in problems)
     direct = [history[0], *thinking_round(1, False), history[4]]
-    assert check_view(direct, history=direct, turns=True) == [], "as in the history: fine"
+    assert check_view(direct, history=direct) == [], "as in the history: fine"
     interrupted = [history[0], history[1], history[4]]  # the call was never answered
     view = [history[0], history[1], {"role": "tool", "tool_call_id": "c1", "content": "[none]"},
             history[4]]  # fmt: skip
-    assert check_view(view, history=interrupted, turns=True) == [], "a repair is no split"
+    assert check_view(view, history=interrupted) == [], "a repair is no split"
