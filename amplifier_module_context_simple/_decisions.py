@@ -71,6 +71,10 @@ class CompactionStats:
     removed_positions: tuple[int, ...] = ()
     truncated_positions: tuple[int, ...] = ()
     stubbed_positions: tuple[int, ...] = ()
+    measured_tokens: int | None = None
+    """The real-size figure the actual-mode trigger saw (None when nothing was measured)."""
+    overhead_tokens: int | None = None
+    """Modelled tokens of every request that are outside the context (tool definitions...)."""
 
     @classmethod
     def of_escalation(
@@ -87,6 +91,8 @@ class CompactionStats:
         protected_recent: float,
         protected_tool_results: int,
         history_messages: int,
+        measured_tokens: int | None = None,
+        overhead_tokens: int | None = None,
     ) -> CompactionStats:
         """Figures of one escalation: (tokens, messages) before and after, and what it added."""
         removed = sorted(decisions.removed - previous.removed)
@@ -110,6 +116,8 @@ class CompactionStats:
             removed_positions=tuple(removed),
             truncated_positions=tuple(truncated),
             stubbed_positions=tuple(stubbed),
+            measured_tokens=measured_tokens,
+            overhead_tokens=overhead_tokens,
         )
 
     def payload(self) -> dict[str, Any]:
@@ -131,4 +139,6 @@ class CompactionStats:
             "removed_positions": list(self.removed_positions),
             "truncated_positions": list(self.truncated_positions),
             "stubbed_positions": list(self.stubbed_positions),
+            "measured_tokens": self.measured_tokens,
+            "overhead_tokens": self.overhead_tokens,
         }

@@ -27,7 +27,7 @@ from ._history import HistoryIndex
 from ._ingress import clip_tool_result
 from ._ladder import LadderPolicy, Step, plan_escalation
 from ._messages import validate_message
-from ._meter import MeterStats, TokenMeter, choose_usage
+from ._meter import IDENTITY, MeterStats, SizeModel, TokenMeter, choose_usage
 from ._render import RenderResult, notice, open_tail_call, system_part
 from ._view_cache import PrefixCache
 
@@ -54,6 +54,12 @@ class RequestPlan:
     """The history generation it was made for (``set_messages``/``clear`` start a new one)."""
     system_tokens: int = 0
     repaired: list[str] = field(default_factory=list[str])
+    size_model: SizeModel = IDENTITY
+    """The real-size model the plan was sized with (the identity in estimate mode)."""
+    covered: int = 0
+    """Our estimate of the view before any reduction (what an unanchored reading covered)."""
+    stuck: bool = False
+    """The real figure crossed the trigger and the ladder could change nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,21 +396,26 @@ class SimpleContextManager:
         """Plan one request on our estimate: escalate past the trigger, else render as is."""
         usable, retained = scope.usable, scope.retained
         decisions = self._decisions
+        stats = self._compaction_stats
         body = self._render(decisions, scope.open_tail, retained)
         estimate = scope.system_tokens + body.tokens
+        # The view as it goes out when nothing escalates; readings answer whole views.
+        view, view_tokens, body = self._compose(scope, decisions, stats, body)
         meter_stats = choose_usage(
             mode=self.token_meter,
             estimated=estimate,
+            view_estimate=view_tokens,
             meter=self._meter,
             budget=usable,
             view_has_images=self._index.image_messages > 0,
         )
+        model = self._size_model(view_tokens)
         trigger = self.compact_threshold * usable
         target = usable if hard_fit else int(self.target_usage * usable)
         step: Step | None = None
-        stats = self._compaction_stats
-        if meter_stats.used >= trigger or (hard_fit and estimate > usable):
-            step = self._escalate(decisions, estimate, target, scope)
+        over = meter_stats.used >= trigger
+        if over or (hard_fit and model.to_real(estimate) > usable):
+            step = self._escalate(decisions, estimate, model.to_estimate(target), scope)
         if step is not None:
             before_messages = len(scope.systems) + len(body.messages)
             previous, decisions = decisions, step.decisions
@@ -420,8 +431,9 @@ class SimpleContextManager:
                 systems=len(scope.systems),
                 budget=usable,
                 target=target,
+                measured=_measured_figures(meter_stats),
             )
-        view, view_tokens, body = self._compose(scope, decisions, stats, body)
+            view, view_tokens, body = self._compose(scope, decisions, stats, body)
         return RequestPlan(
             budget=scope.budget,
             view=view,
@@ -435,7 +447,20 @@ class SimpleContextManager:
             epoch=scope.epoch,
             system_tokens=scope.system_tokens,
             repaired=body.repaired,
+            size_model=model,
+            covered=meter_stats.view_estimate,
+            stuck=over and step is None and meter_stats.source == "actual",
         )
+
+    def _size_model(self, estimate: int) -> SizeModel:
+        """The real-size model in force for a view estimated at ``estimate`` (see ``_meter``).
+
+        The identity in estimate mode. Convert a real-unit figure (a target, a limit) into
+        the ladder's estimate units with ``.to_estimate(real)``.
+        """
+        if self.token_meter != "actual":
+            return IDENTITY
+        return self._meter.size_model_for(estimate)
 
     def _usable_budget(self, effective: int) -> int:
         reserve = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
@@ -445,16 +470,13 @@ class SimpleContextManager:
     def _escalate(
         self, decisions: Decisions, estimate: int, target: int, scope: Scope
     ) -> Step | None:
-        # Real readings include what we cannot see (tool schemas, overlays); the calibration
-        # ratio scales the target into estimate units so the reduction is sized for real.
-        ratio = self._meter.calibration_ratio if self.token_meter == "actual" else None
-        target_estimate = int(target / ratio) if ratio else target
+        """The last rung that changed something on the way to ``target`` (estimate units)."""
         last: Step | None = None
         for step in plan_escalation(
             self._index,
             decisions,
             usage=estimate,
-            target=target_estimate,
+            target=target,
             policy=self.ladder_policy(),
             retained=scope.retained,
             protected_extra=scope.protected_extra,
@@ -478,6 +500,7 @@ class SimpleContextManager:
         systems: int,
         budget: int,
         target: int,
+        measured: tuple[int | None, int | None] = (None, None),
     ) -> CompactionStats:
         return CompactionStats.of_escalation(
             step.decisions,
@@ -491,6 +514,8 @@ class SimpleContextManager:
             protected_recent=self.protected_recent,
             protected_tool_results=self.protected_tool_results,
             history_messages=len(self._index.facts),
+            measured_tokens=measured[0],
+            overhead_tokens=measured[1],
         )
 
     def _render(
@@ -543,14 +568,23 @@ class SimpleContextManager:
             self._decisions = plan.decisions
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
+        self._meter.anchor_estimate(plan.covered)
         self._meter.note_request_estimate(plan.view_tokens)
         self._diagnostics.report_repairs(plan.repaired)
+        model = plan.size_model
         if plan.escalated is not None and plan.stats is not None:
             self._diagnostics.warn_if_above_target(
                 self._decisions,
-                view_tokens=plan.stats.after_tokens,
+                view_tokens=model.to_real(plan.stats.after_tokens),
                 system_tokens=plan.system_tokens,
                 target=plan.stats.target_tokens,
+                overhead=model.overhead,
+            )
+        if plan.stuck:
+            self._diagnostics.warn_outside_context(
+                measured=plan.meter_stats.used,
+                overhead=model.overhead,
+                budget=plan.usable_budget,
             )
         return True
 
@@ -608,6 +642,13 @@ class SimpleContextManager:
             await self._emit_compaction(plan)
         await self._emit_budget(plan.budget)
         return plan.view  # type: ignore[return-value]
+
+
+def _measured_figures(stats: MeterStats) -> tuple[int | None, int | None]:
+    """(``measured_tokens``, ``overhead_tokens``) for the compaction payload."""
+    if stats.source != "actual":
+        return None, None
+    return stats.used, stats.overhead
 
 
 def _utc_timestamp() -> str:

@@ -484,8 +484,9 @@ def test_a_linear_provider_is_recovered(ratio: float, overhead: int, estimates: 
     slope_error = 2 / (max(estimates) - min(estimates))
     for estimate in (0, 500, *estimates, 300_000):
         true = overhead + ratio * estimate
-        assert abs(model.to_real(estimate) - true) <= 2 + slope_error * abs(
-            estimate - estimates[-1]
+        # (a clamped overhead can add the slope's error over the newest estimate, too)
+        assert abs(model.to_real(estimate) - true) <= 3 + slope_error * (
+            abs(estimate - estimates[-1]) + estimates[-1]
         )
 
 
