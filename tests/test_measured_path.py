@@ -10,6 +10,7 @@ real hook registry and the capabilities it registers.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from typing import Any
 
@@ -29,7 +30,6 @@ from .test_protocols import (
     CancelAt,
     RefOrchestrator,
     session,
-    state_of,
     without_timestamps,
 )
 
@@ -76,6 +76,18 @@ class Ref(RefOrchestrator):
             envelope["budget_decision"] = None
         self.envelopes.append(envelope)
         return envelope
+
+
+def state_of(manager: SimpleContextManager) -> tuple[Any, ...]:
+    """Everything observable through the public surface that a request may change."""
+    return (
+        manager.compaction_level,
+        manager.compaction_stats,
+        manager.token_meter_stats,
+        manager.view_repairs,
+        manager.meter.snapshot(),
+        copy.deepcopy(manager.messages),
+    )
 
 
 async def measured(**config: Any) -> tuple[SimpleContextManager, Recorder]:
