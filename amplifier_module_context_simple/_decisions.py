@@ -81,6 +81,10 @@ class CompactionStats:
     stubbed_positions: tuple[int, ...] = ()
     results_shortened: int = 0
     groups_removed: int = 0
+    measured_tokens: int | None = None
+    """The real-size figure the actual-mode trigger saw (None when nothing was measured)."""
+    overhead_tokens: int | None = None
+    """Modelled tokens of every request that are outside the context (tool definitions...)."""
 
     @classmethod
     def of_escalation(
@@ -98,6 +102,8 @@ class CompactionStats:
         protected_tool_results: int,
         history_messages: int,
         relaxed: tuple[int, int] = (0, 0),
+        measured_tokens: int | None = None,
+        overhead_tokens: int | None = None,
     ) -> CompactionStats:
         """Figures of one escalation: (tokens, messages) before and after, and what it added."""
         removed = sorted(decisions.removed - previous.removed)
@@ -123,6 +129,8 @@ class CompactionStats:
             stubbed_positions=tuple(stubbed),
             results_shortened=relaxed[0],
             groups_removed=relaxed[1],
+            measured_tokens=measured_tokens,
+            overhead_tokens=overhead_tokens,
         )
 
     def payload(self) -> dict[str, Any]:
@@ -148,4 +156,6 @@ class CompactionStats:
                 "tool_results_shortened": self.results_shortened,
                 "groups_removed": self.groups_removed,
             },
+            "measured_tokens": self.measured_tokens,
+            "overhead_tokens": self.overhead_tokens,
         }

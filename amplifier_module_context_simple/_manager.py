@@ -27,7 +27,7 @@ from ._history import HistoryIndex
 from ._ingress import clip_tool_result
 from ._ladder import LadderPolicy, Step, plan_escalation
 from ._messages import validate_message
-from ._meter import MeterStats, TokenMeter, choose_usage
+from ._meter import IDENTITY, MeterStats, SizeModel, TokenMeter, choose_usage
 from ._render import (
     NoticeFigures,
     RenderResult,
@@ -61,6 +61,12 @@ class RequestPlan:
     """The history generation it was made for (``set_messages``/``clear`` start a new one)."""
     system_tokens: int = 0
     repaired: list[str] = field(default_factory=list[str])
+    size_model: SizeModel = IDENTITY
+    """The real-size model the plan was sized with (the identity in estimate mode)."""
+    covered: int = 0
+    """Our estimate of the view before any reduction (what an unanchored reading covered)."""
+    stuck: bool = False
+    """The real figure crossed the trigger and the ladder could change nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +82,8 @@ class Scope:
     retained: frozenset[int]
     protected_extra: frozenset[int]
     epoch: int = 0
-    limit: int = 0
-    """The most the systems and body may take so that the view, notice included, fits."""
+    notice_cost: int = 0
+    """What the longest notice this history can get takes (0 when none would be shown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class StateSnapshot:
     meter: object
     meter_stats: dict[str, Any] | None
     budget_gate: dict[str, Any] | None
+    meter_readings: int = 0
+    """How many readings the meter had accepted (tells a rollback what arrived since)."""
 
 
 class SimpleContextManager:
@@ -362,17 +370,16 @@ class SimpleContextManager:
         systems = system_part(stored, factory_text)
         known = {id(f.sent): f.tokens for f in stored}
         open_tail = open_tail_call(index)
-        effective = budget.effective_budget
         return Scope(
             budget=budget,
             systems=systems,
             system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
-            usable=self._usable_budget(effective),
+            usable=self._usable_budget(budget.effective_budget),
             open_tail=open_tail,
             retained=retained,
             protected_extra=protected_extra,
             epoch=self._epoch,
-            limit=effective - (self._notice_cost() if open_tail is None else 0),
+            notice_cost=self._notice_cost() if open_tail is None else 0,
         )
 
     def _notice_cost(self) -> int:
@@ -428,22 +435,34 @@ class SimpleContextManager:
         """
         usable, retained = scope.usable, scope.retained
         decisions = self._decisions
+        stats = self._compaction_stats
         body = self._render(decisions, scope.open_tail, retained)
         estimate = scope.system_tokens + body.tokens
+        # The view as it goes out when nothing escalates; readings answer whole views.
+        view, view_tokens, body = self._compose(scope, decisions, stats, body)
         meter_stats = choose_usage(
             mode=self.token_meter,
             estimated=estimate,
+            view_estimate=view_tokens,
             meter=self._meter,
             budget=usable,
             view_has_images=self._index.image_messages > 0,
         )
+        model = self._size_model(view_tokens)
         trigger = self.compact_threshold * usable
-        target = scope.limit if hard_fit else int(self.target_usage * usable)
+        # The ladder works in estimate units: the budget (the notice included) and the target
+        # are real figures, converted through the model of what a request really costs.
+        limit = model.to_estimate(scope.budget.effective_budget) - scope.notice_cost
+        if hard_fit:
+            target, real_target = limit, model.to_real(max(limit, 0))
+        else:
+            real_target = int(self.target_usage * usable)
+            target = model.to_estimate(real_target)
         step: Step | None = None
-        stats = self._compaction_stats
-        if meter_stats.used >= trigger or estimate > scope.limit:
+        over = meter_stats.used >= trigger
+        if over or estimate > limit:
             step = self._escalate(
-                decisions, estimate, target, scope, limit=scope.limit if relax else None
+                decisions, estimate, target, scope, limit=limit if relax else None
             )
         if step is not None:
             before_messages = len(scope.systems) + len(body.messages)
@@ -459,9 +478,10 @@ class SimpleContextManager:
                 ),
                 systems=len(scope.systems),
                 budget=usable,
-                target=target,
+                target=real_target,
+                measured=_measured_figures(meter_stats),
             )
-        view, view_tokens, body = self._compose(scope, decisions, stats, body)
+            view, view_tokens, body = self._compose(scope, decisions, stats, body)
         return RequestPlan(
             budget=scope.budget,
             view=view,
@@ -475,7 +495,20 @@ class SimpleContextManager:
             epoch=scope.epoch,
             system_tokens=scope.system_tokens,
             repaired=body.repaired,
+            size_model=model,
+            covered=meter_stats.view_estimate,
+            stuck=over and step is None and meter_stats.source == "actual",
         )
+
+    def _size_model(self, estimate: int) -> SizeModel:
+        """The real-size model in force for a view estimated at ``estimate`` (see ``_meter``).
+
+        The identity in estimate mode. Convert a real-unit figure (a target, a limit) into
+        the ladder's estimate units with ``.to_estimate(real)``.
+        """
+        if self.token_meter != "actual":
+            return IDENTITY
+        return self._meter.size_model_for(estimate)
 
     def _usable_budget(self, effective: int) -> int:
         reserve = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
@@ -491,16 +524,13 @@ class SimpleContextManager:
         *,
         limit: int | None = None,
     ) -> Step | None:
-        # Real readings include what we cannot see (tool schemas, overlays); the calibration
-        # ratio scales the target into estimate units so the reduction is sized for real.
-        ratio = self._meter.calibration_ratio if self.token_meter == "actual" else None
-        target_estimate = int(target / ratio) if ratio else target
+        """The last rung that changed something on the way to ``target`` (estimate units)."""
         last: Step | None = None
         for step in plan_escalation(
             self._index,
             decisions,
             usage=estimate,
-            target=target_estimate,
+            target=target,
             policy=self.ladder_policy(),
             retained=scope.retained,
             protected_extra=scope.protected_extra,
@@ -525,6 +555,7 @@ class SimpleContextManager:
         systems: int,
         budget: int,
         target: int,
+        measured: tuple[int | None, int | None] = (None, None),
     ) -> CompactionStats:
         return CompactionStats.of_escalation(
             step.decisions,
@@ -539,6 +570,8 @@ class SimpleContextManager:
             protected_tool_results=self.protected_tool_results,
             history_messages=len(self._index.facts),
             relaxed=(step.results_shortened, step.groups_removed),
+            measured_tokens=measured[0],
+            overhead_tokens=measured[1],
         )
 
     def _render(
@@ -563,6 +596,7 @@ class SimpleContextManager:
             meter=self._meter.snapshot(),
             meter_stats=self._last_token_meter_stats,
             budget_gate=self._budget_gate.snapshot(),
+            meter_readings=self._meter.reading_count,
         )
 
     def restore(self, snapshot: StateSnapshot) -> None:
@@ -591,17 +625,28 @@ class SimpleContextManager:
             self._decisions = plan.decisions
             self._compaction_stats = plan.stats
         self._last_token_meter_stats = plan.meter_stats.as_dict()
+        self._meter.anchor_estimate(plan.covered)
         self._meter.note_request_estimate(plan.view_tokens)
         self._diagnostics.report_repairs(plan.repaired)
+        model = plan.size_model
         self._diagnostics.warn_if_over_budget(
-            self._decisions, view_tokens=plan.view_tokens, budget=plan.budget.effective_budget
+            self._decisions,
+            view_tokens=model.to_real(plan.view_tokens),
+            budget=plan.budget.effective_budget,
         )
         if plan.escalated is not None and plan.stats is not None:
             self._diagnostics.warn_if_above_target(
                 self._decisions,
-                view_tokens=plan.stats.after_tokens,
+                view_tokens=model.to_real(plan.stats.after_tokens),
                 system_tokens=plan.system_tokens,
                 target=plan.stats.target_tokens,
+                overhead=model.overhead,
+            )
+        if plan.stuck:
+            self._diagnostics.warn_outside_context(
+                measured=plan.meter_stats.used,
+                overhead=model.overhead,
+                budget=plan.usable_budget,
             )
         return True
 
@@ -663,6 +708,13 @@ class SimpleContextManager:
             await self._emit_compaction(plan)
         await self._emit_budget(plan.budget)
         return plan.view  # type: ignore[return-value]
+
+
+def _measured_figures(stats: MeterStats) -> tuple[int | None, int | None]:
+    """(``measured_tokens``, ``overhead_tokens``) for the compaction payload."""
+    if stats.source != "actual":
+        return None, None
+    return stats.used, stats.overhead
 
 
 def _utc_timestamp() -> str:

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ._budget import Budget
 from ._decisions import CompactionStats, Decisions
 from ._ladder import Step, plan_escalation
+from ._meter import MeterStats, choose_usage, fit_size_model
 from ._retention import context_length_error, resolve_retained
 
 if TYPE_CHECKING:
-    from ._manager import RequestPlan, Scope, SimpleContextManager
+    from ._manager import RequestPlan, Scope, SimpleContextManager, StateSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +49,30 @@ class Measurement:
         return self.estimated_input_tokens > self.input_limit_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """What a counted envelope says: the hard-safety figures, and a usable count if any."""
+
+    estimated_input_tokens: int
+    input_limit_tokens: int
+    measurement: Measurement | None
+
+    @property
+    def over_limit(self) -> bool:
+        return self.estimated_input_tokens > self.input_limit_tokens
+
+
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:
-    """Validate a counted envelope; return its measurement when it is usable.
+def read_counted(envelope: object, *, what: str = "count_view") -> Counted | None:
+    """Validate a counted envelope; None when it was not counted (``budget_decision: None``).
 
-    A malformed envelope is the orchestrator's bug and raises ``TypeError``; a well-formed one
-    without a usable provider count returns None (the estimate path takes over).
+    A malformed envelope is the orchestrator's bug and raises ``TypeError`` naming what is
+    wrong; the hard-safety fields (``estimated_input_tokens``, ``input_limit_tokens``) must
+    be non-negative ints. A well-formed one without a usable provider count has
+    ``measurement`` None.
     """
     if not isinstance(envelope, Mapping) or "dispatch" not in envelope:
         raise TypeError(f"{what} must return a mapping with 'dispatch' and 'budget_decision'")
@@ -70,34 +86,53 @@ def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement 
     for key in ("estimated_input_tokens", "input_limit_tokens", "measurement"):
         if key not in decision:
             raise TypeError(f"{what}: 'budget_decision' lacks {key!r}")
-    measurement = decision["measurement"]
-    if measurement is None:
-        return None
-    if not isinstance(measurement, Mapping):
-        raise TypeError(f"{what}: 'measurement' must be a mapping or None")
     estimated, limit = decision["estimated_input_tokens"], decision["input_limit_tokens"]
-    source, tokens = measurement.get("source"), measurement.get("input_tokens")
-    usable = (
-        measurement.get("kind") == "provider_count"
-        and isinstance(source, str)
-        and bool(source)
-        and _is_count(tokens)
-        and _is_count(estimated)
-        and _is_count(limit)
-        and estimated >= tokens  # type: ignore[operator]
-    )
-    if not usable:
-        return None
-    return Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
+    for key, value in (("estimated_input_tokens", estimated), ("input_limit_tokens", limit)):
+        if not _is_count(value):
+            raise TypeError(
+                f"{what}: 'budget_decision' field {key!r} must be a non-negative int, got {value!r}"
+            )
+    measurement = decision["measurement"]
+    if measurement is not None and not isinstance(measurement, Mapping):
+        raise TypeError(f"{what}: 'measurement' must be a mapping or None")
+    usable: Measurement | None = None
+    if measurement is not None:
+        source, tokens = measurement.get("source"), measurement.get("input_tokens")
+        if (
+            measurement.get("kind") == "provider_count"
+            and isinstance(source, str)
+            and bool(source)
+            and _is_count(tokens)
+            and estimated >= tokens  # type: ignore[operator]
+        ):
+            usable = Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
+    return Counted(estimated, limit, usable)  # type: ignore[arg-type]
+
+
+def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:
+    """The usable provider measurement of a counted envelope, or None (see ``read_counted``)."""
+    counted = read_counted(envelope, what=what)
+    return None if counted is None else counted.measurement
+
+
+def _fail_closed(counted: Counted | None) -> None:
+    """A known request over the provider's hard limit never goes out, measured or not."""
+    if counted is not None and counted.over_limit:
+        raise context_length_error(
+            f"context-simple: the request is ~{counted.estimated_input_tokens} input tokens "
+            f"and the provider's limit is {counted.input_limit_tokens}; refusing to dispatch "
+            "it - shorten the system prompt, the first or latest prompt, or the retained "
+            "reminders"
+        )
 
 
 class MeasuredTransaction:
-    """Staged decisions of one measured call; the orchestrator commits right before dispatch."""
+    """Staged state of one measured call; the orchestrator commits right before dispatch."""
 
     def __init__(
         self,
         manager: SimpleContextManager,
-        plan: RequestPlan | None,
+        plan: RequestPlan,
         budget: Budget,
         extra: dict[str, Any],
     ) -> None:
@@ -106,41 +141,97 @@ class MeasuredTransaction:
         self._budget = budget
         self._extra = extra
         self._answer: bool | None = None
+        self._delivering = False
+        self._rollback_asked = False
 
     @property
     def done(self) -> bool:
         return self._answer is not None
 
     def rollback(self) -> None:
-        """Discard the staged decisions (idempotent; terminal)."""
-        if self._answer is None:
+        """Discard the staged decisions (idempotent; terminal).
+
+        Called while ``commit`` is delivering ``context:compaction``, it makes that commit
+        undo the compaction and return False.
+        """
+        if self._answer is not None:
+            return
+        if self._delivering:
+            self._rollback_asked = True
+        else:
             self._answer = False
 
     async def commit(self, *, is_cancelled: Callable[[], bool] | None = None) -> bool:
         """Make the staged decisions sticky and emit the staged event.
 
         Returns False, having rolled back, when the caller was cancelled or the state moved on
-        underneath (another request escalated meanwhile). A second call repeats the answer.
+        underneath (another request escalated meanwhile). When ``rollback()`` is called during
+        the ``context:compaction`` delivery, or ``is_cancelled()`` is true once it finishes,
+        the compaction state goes back to what it was before (meter readings that arrived
+        meanwhile are kept), a warning names the event hooks saw, and the answer is False.
+        A cancellation raised while the event is delivered keeps the compaction (delivery
+        had started). A second call repeats the answer.
         """
         if self._answer is not None:
             return self._answer
+        if self._delivering:
+            return False  # re-entered from a hook during delivery: not dispatchable yet
         manager = self._manager
         plan = self._plan
-        stale = plan is not None and not manager.is_current(plan)
-        if stale or (is_cancelled is not None and is_cancelled()):
+        if is_cancelled is not None and is_cancelled():
             self._answer = False
             return False
-        if plan is None:
+        if plan.escalated is None:
+            # Nothing staged: record the request as an ordinary one would (when still current).
+            manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
             self._answer = True
             await manager._emit_budget(self._budget)  # pyright: ignore[reportPrivateUsage]
             return True
+        if not manager.is_current(plan):
+            self._answer = False
+            return False
         # Cancelled here, nothing has changed yet and a retry may still commit.
         await manager._announce_compaction(plan)  # pyright: ignore[reportPrivateUsage]
-        self._answer = manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
-        if self._answer:
+        if self._answer is not None:  # rolled back while pre_compact was delivered
+            return self._answer
+        if is_cancelled is not None and is_cancelled():
+            self._answer = False
+            return False
+        before = manager.snapshot()
+        if not manager._commit(plan):  # pyright: ignore[reportPrivateUsage]
+            self._answer = False
+            return False
+        self._delivering = True
+        try:
             await manager._emit_compaction(plan, self._extra)  # pyright: ignore[reportPrivateUsage]
-            await manager._emit_budget(plan.budget)  # pyright: ignore[reportPrivateUsage]
-        return self._answer
+        except BaseException:
+            self._answer = True  # delivery started: the compaction is retained
+            raise
+        finally:
+            self._delivering = False
+        if self._rollback_asked or (is_cancelled is not None and is_cancelled()):
+            self._undo(before, plan)
+            self._answer = False
+            return False
+        self._answer = True
+        await manager._emit_budget(plan.budget)  # pyright: ignore[reportPrivateUsage]
+        return True
+
+    def _undo(self, before: StateSnapshot, plan: RequestPlan) -> None:
+        """Put the compaction state back; keep meter readings that arrived since."""
+        manager = self._manager
+        if manager.meter.reading_count != before.meter_readings:
+            before = replace(before, meter=manager.meter.snapshot())
+        manager.restore(before)
+        stats = plan.stats
+        logger.warning(
+            "context-simple: the measured request was rolled back after context:compaction "
+            "was delivered; hooks saw a compaction (level %s, %s messages removed, %s "
+            "truncated) that did not take effect",
+            plan.escalated.level if plan.escalated is not None else "?",
+            stats.messages_removed if stats is not None else 0,
+            stats.messages_truncated if stats is not None else 0,
+        )
 
 
 async def get_measured_request_view(
@@ -180,10 +271,20 @@ async def _walk(
     trigger = int(manager.compact_threshold * policy_budget)
     target = int(manager.target_usage * policy_budget)
     stats = manager._compaction_stats  # pyright: ignore[reportPrivateUsage]
-    base_view, base_tokens, _ = manager._compose(scope, entry, stats)  # pyright: ignore[reportPrivateUsage]
+    base_view, base_tokens, body = manager._compose(scope, entry, stats)  # pyright: ignore[reportPrivateUsage]
+    meter_stats = choose_usage(
+        mode=manager.token_meter,
+        estimated=scope.system_tokens + body.tokens,
+        view_estimate=base_tokens,
+        meter=manager.meter,
+        budget=scope.usable,
+        view_has_images=manager._index.image_messages > 0,  # pyright: ignore[reportPrivateUsage]
+    )
+    staged = _Staged(scope, entry, meter_stats, base_tokens)
     attempt = await count_view(base_view)  # type: ignore[arg-type]
     calls = 1
-    first = read_envelope(attempt)
+    counted = read_counted(attempt)
+    first = None if counted is None else counted.measurement
     result: dict[str, Any] = {
         "policy_budget": policy_budget,
         "trigger": trigger,
@@ -192,89 +293,68 @@ async def _walk(
     }
     if first is None:
         return await _fallback(manager, scope, base_view, attempt, calls, count_view, result)
-    measured = first
-    if measured.input_tokens < trigger and not measured.over_limit:
-        return _finish(
-            manager, result, base_view, attempt, measured, calls, "not_needed", None, scope.budget
-        )
+    plan = staged.plan(None, None, base_tokens, body.repaired)
+    if first.input_tokens < trigger and not first.over_limit:
+        return _finish(manager, result, base_view, attempt, first, calls, "not_needed", plan)
 
+    # Real size of a view = overhead + k * estimate, fitted on this walk's own counts.
+    pairs = [(base_tokens, first.input_tokens)]
     steps = plan_escalation(
         manager._index,  # pyright: ignore[reportPrivateUsage]
         entry,
         usage=base_tokens,
-        target=_estimate_target(target, base_tokens, measured.input_tokens),
+        target=fit_size_model(pairs).to_estimate(target),
         policy=manager.ladder_policy(),
         retained=scope.retained,
         protected_extra=scope.protected_extra,
         open_tail=scope.open_tail,
     )
-    chosen: Step | None = None
-    chosen_stats: CompactionStats | None = None
-    view, view_tokens = base_view, base_tokens
+    measured, view = first, base_view
+    unavailable = False
     try:
         step = next(steps)
         while True:
-            view, view_tokens, stats = _step_view(
+            candidate, tokens, step_stats, repaired = _step_view(
                 manager, scope, step, entry, (base_tokens, len(base_view)), target
             )
-            attempt = await count_view(view)  # type: ignore[arg-type]
+            next_attempt = await count_view(candidate)  # type: ignore[arg-type]
             calls += 1
-            reading = read_envelope(attempt)
+            reading = read_envelope(next_attempt)
             if reading is None:
-                raise context_length_error(
-                    "context-simple: the provider count became unavailable in the middle of "
-                    "measured compaction; refusing to dispatch an unmeasured request"
-                )
-            measured, chosen, chosen_stats = reading, step, stats
+                # Fall back to the last view that was counted, with its own envelope.
+                unavailable = True
+                break
+            measured, view, attempt = reading, candidate, next_attempt
+            pairs.append((tokens, measured.input_tokens))
+            plan = staged.plan(step, step_stats, tokens, repaired, pairs)
             if measured.input_tokens <= target and not measured.over_limit:
                 break
-            step = steps.send(_estimate_target(target, view_tokens, measured.input_tokens))
+            step = steps.send(fit_size_model(pairs).to_estimate(target))
     except StopIteration:
         pass
     finally:
         steps.close()
-    plan = (
-        None
-        if chosen is None or chosen_stats is None
-        else _plan_for(manager, scope, chosen, chosen_stats, view, view_tokens, entry)
-    )
+    if unavailable:
+        _fail_closed(read_counted(attempt))
+        outcome = "measurement_unavailable"
+        return _finish(manager, result, view, attempt, measured, calls, outcome, plan)
     if measured.input_tokens <= target and not measured.over_limit:
-        return _finish(
-            manager, result, view, attempt, measured, calls, "target_reached", plan, scope.budget
-        )
+        return _finish(manager, result, view, attempt, measured, calls, "target_reached", plan)
     if not measured.over_limit:
-        return _finish(
-            manager, result, view, attempt, measured, calls, "protected_floor", plan, scope.budget
-        )
+        return _finish(manager, result, view, attempt, measured, calls, "protected_floor", plan)
     if fit_output is not None:
         relief = await fit_output(view, attempt)  # type: ignore[arg-type]
         if relief is not None:
             fitted = _read_fitted(relief)
-            result_calls = calls + relief["count_calls"]
-            return _finish(
-                manager,
-                result,
-                view,
-                relief,
-                fitted,
-                result_calls,
-                "reduced_output",
-                plan,
-                scope.budget,
-            )
+            relief_calls = calls + relief["count_calls"]
+            outcome = "reduced_output"
+            return _finish(manager, result, view, relief, fitted, relief_calls, outcome, plan)
     raise context_length_error(
         f"context-simple: the request is ~{measured.estimated_input_tokens} input tokens by the "
         f"provider's count and its limit is {measured.input_limit_tokens}, after every legal "
         "compaction step; shorten the system prompt, the first or latest prompt, or the "
         "retained reminders"
     )
-
-
-def _estimate_target(target: int, view_tokens: int, measured: int) -> int:
-    """The target in our estimate's units, scaled by how our estimate compares to the count."""
-    if measured <= 0:
-        return target
-    return int(target * view_tokens / measured)
 
 
 def _read_fitted(relief: Mapping[str, Any]) -> Measurement:
@@ -300,8 +380,8 @@ def _step_view(
     entry: Decisions,
     before: tuple[int, int],
     target: int,
-) -> tuple[list[Any], int, CompactionStats]:
-    """The candidate view of one rung, its estimate and its figures, from one render."""
+) -> tuple[list[Any], int, CompactionStats, list[str]]:
+    """The candidate view of one rung, its estimate, figures and repairs, from one render."""
     body = manager._render(step.decisions, scope.open_tail, scope.retained)  # pyright: ignore[reportPrivateUsage]
     stats = manager._stats(  # pyright: ignore[reportPrivateUsage]
         step,
@@ -312,40 +392,46 @@ def _step_view(
         budget=scope.usable,
         target=target,
     )
-    view, tokens, _ = manager._compose(scope, step.decisions, stats, body)  # pyright: ignore[reportPrivateUsage]
-    return view, tokens, stats
+    view, tokens, body = manager._compose(scope, step.decisions, stats, body)  # pyright: ignore[reportPrivateUsage]
+    return view, tokens, stats, body.repaired
 
 
-def _plan_for(
-    manager: SimpleContextManager,
-    scope: Scope,
-    step: Step,
-    stats: CompactionStats,
-    view: list[Any],
-    view_tokens: int,
-    entry: Decisions,
-) -> RequestPlan:
-    from ._manager import RequestPlan
-    from ._meter import choose_usage
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """What every plan of one measured call shares (as an ordinary request would record it)."""
 
-    return RequestPlan(
-        budget=scope.budget,
-        view=view,
-        view_tokens=view_tokens,
-        decisions=step.decisions,
-        escalated=step,
-        stats=stats,
-        meter_stats=choose_usage(
-            mode=manager.token_meter,
-            estimated=view_tokens,
-            meter=manager.meter,
-            budget=scope.usable,
-            view_has_images=False,
-        ),
-        usable_budget=scope.usable,
-        base=entry,
-        epoch=scope.epoch,
-    )
+    scope: Scope
+    entry: Decisions
+    meter_stats: MeterStats
+    base_tokens: int
+
+    def plan(
+        self,
+        step: Step | None,
+        stats: CompactionStats | None,
+        view_tokens: int,
+        repaired: list[str],
+        pairs: list[tuple[int, int]] | None = None,
+    ) -> RequestPlan:
+        from ._manager import RequestPlan
+
+        scope = self.scope
+        return RequestPlan(
+            budget=scope.budget,
+            view=[],
+            view_tokens=view_tokens,
+            decisions=self.entry if step is None else step.decisions,
+            escalated=step,
+            stats=stats if step is not None else None,
+            meter_stats=self.meter_stats,
+            usable_budget=scope.usable,
+            base=self.entry,
+            epoch=scope.epoch,
+            system_tokens=scope.system_tokens,
+            repaired=list(repaired),
+            size_model=fit_size_model(pairs or []),
+            covered=self.base_tokens,
+        )
 
 
 def _finish(
@@ -356,15 +442,17 @@ def _finish(
     measured: Measurement | None,
     calls: int,
     outcome: str,
-    plan: RequestPlan | None,
-    budget: Budget,
+    plan: RequestPlan,
 ) -> dict[str, Any]:
+    before = result["measured_before"]
     extra = {
         "outcome": outcome,
-        "measured_before": result["measured_before"],
+        "measured_before": before,
         "measured_after": None if measured is None else measured.input_tokens,
         "count_calls": calls,
         "measurement_source": None if measured is None else measured.source,
+        "measured_tokens": before,
+        "overhead_tokens": None if before is None else max(0, before - plan.covered),
     }
     if outcome == "protected_floor":
         logger.warning(
@@ -380,7 +468,7 @@ def _finish(
         "outcome": outcome,
         "measured_after": extra["measured_after"],
         "count_calls": calls,
-        "transaction": MeasuredTransaction(manager, plan, budget, extra),
+        "transaction": MeasuredTransaction(manager, plan, plan.budget, extra),
     }
 
 
@@ -393,25 +481,28 @@ async def _fallback(
     count_view: CountView,
     result: dict[str, Any],
 ) -> dict[str, Any]:
-    """No usable provider count: plan on our estimate, count the result once for dispatch."""
+    """No usable provider count: plan on our estimate, count the result once for dispatch.
+
+    The envelope that would be returned still fails closed when it is over the hard limit.
+    """
     plan = manager._build_plan(scope, False, relax=False)  # pyright: ignore[reportPrivateUsage]
     view = base_view
     if plan.escalated is not None:
         view = plan.view
         attempt = await count_view(view)  # type: ignore[arg-type]
         calls += 1
-    reading = read_envelope(attempt)
-    return _finish(
-        manager,
-        result,
-        view,
-        attempt,
-        reading,
-        calls,
-        "measurement_unavailable",
-        plan if plan.escalated is not None else None,
-        scope.budget,
-    )
+    counted = read_counted(attempt)
+    _fail_closed(counted)
+    reading = None if counted is None else counted.measurement
+    outcome = "measurement_unavailable"
+    return _finish(manager, result, view, attempt, reading, calls, outcome, plan)
 
 
-__all__ = ["OUTCOMES", "MeasuredTransaction", "get_measured_request_view", "read_envelope"]
+__all__ = [
+    "OUTCOMES",
+    "Counted",
+    "MeasuredTransaction",
+    "get_measured_request_view",
+    "read_counted",
+    "read_envelope",
+]

@@ -19,8 +19,16 @@ a large system prompt can report almost everything as cache writes), so they mus
 added or occupancy would be badly undercounted.
 
 The number is retrospective: it describes the request that was just answered, not the
-one being assembled now (the "one-call lag"). The calibration ratio below is a second,
-forward-looking use of the same signal.
+one being assembled now (the "one-call lag"). Two forward-looking uses close that lag:
+
+* Each view handed out is answered by at most one reading (the first one after it); the
+  trigger figure for the next request is that reading plus the modelled size of what the
+  view has gained since (``TokenMeter.figure``).
+* The pairs (our estimate of a view, the reading that answered it) fit a ``SizeModel``,
+  ``real = overhead + k * estimate``: ``overhead`` is what every request carries that the
+  context does not hold (tool definitions, system overlays) and does not shrink when
+  messages leave; ``k`` is the estimator's bias. The ladder sizes reductions in estimate
+  units, so the manager converts its real-unit targets with ``SizeModel.to_estimate``.
 
 Where the numbers come from
 ---------------------------
@@ -62,26 +70,38 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ._size_model import (
+    CALIBRATION_MAX,
+    CALIBRATION_MIN,
+    FIT_PAIRS,
+    IDENTITY,
+    SizeModel,
+    as_count,
+    fit_size_model,
+)
+
 if TYPE_CHECKING:
     from amplifier_core.models import HookResult
 
 __all__ = [
-    "CALIBRATION_ALPHA",
     "CALIBRATION_MAX",
     "CALIBRATION_MIN",
+    "FIT_PAIRS",
+    "IDENTITY",
     "METER_EVENT",
     "METER_HOOK_NAME",
     "METER_HOOK_PRIORITY",
     "ForegroundUsageRecorder",
     "MeterStats",
+    "SizeModel",
     "TokenMeter",
     "choose_usage",
+    "fit_size_model",
     "parse_usage_reading",
 ]
 
@@ -89,18 +109,10 @@ METER_HOOK_NAME = "context-simple-meter"
 METER_HOOK_PRIORITY = 50
 METER_EVENT = "llm:response"
 
-#: Weight of the newest (real / estimate) sample in the running calibration ratio.
-#: 0.3 follows a real shift within a handful of requests while one odd request (a huge
-#: tool schema, a retry) moves the ratio by less than a third of its deviation.
-CALIBRATION_ALPHA = 0.3
-#: Bounds for every calibration sample and therefore for the ratio itself. A sample
-#: outside [1/4, 4] says more about a mis-paired reading than about the estimator.
-CALIBRATION_MIN = 0.25
-CALIBRATION_MAX = 4.0
-
-#: Largest token count accepted for one field. The host's wire ``Usage`` carries token
-#: counts as 32-bit integers; anything larger is corrupt, not a real request.
-_MAX_TOKENS = 2**31 - 1
+#: Largest token count accepted in one *reading* field: a sanity bound against corrupt
+#: usage, not a limit on budgets or estimates (those may be any non-negative int). 2**53
+#: is the largest integer a JSON double carries exactly.
+_MAX_READING = 2**53
 #: Longest usage text we are willing to parse. A real usage rendering is a few hundred
 #: characters; this bounds the work done on garbage.
 _MAX_USAGE_TEXT = 16_384
@@ -136,12 +148,9 @@ class ForegroundUsageRecorder(Protocol):
 
 
 def _tokens(value: object) -> int | None:
-    """``value`` as a token count, or None when it is not a plausible one."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    if value < 0 or value > _MAX_TOKENS:
-        return None
-    return int(value)
+    """``value`` as a plausible token count of one usage field, or None."""
+    count = as_count(value)
+    return None if count is None or count > _MAX_READING else count
 
 
 def _fields_from_text(text: str) -> Mapping[str, object] | None:
@@ -250,12 +259,14 @@ class _MeterState:
     reading_count: int
     foreground_claimed: bool
     pending_estimate: int | None
-    calibration_ratio: float | None
-    calibration_samples: int
+    viewed: bool
+    anchor: tuple[int | None, int] | None
+    pairs: tuple[tuple[int, int], ...]
+    model: SizeModel
 
 
 class TokenMeter:
-    """Holds the latest real usage reading and a running estimate-calibration ratio.
+    """Holds the provider's readings, pairs them with the views they answered, fits a size model.
 
     Two ways in:
 
@@ -267,16 +278,16 @@ class TokenMeter:
       side calls (a summariser, a naming hook) cannot overwrite the orchestrator's
       figure for the real request.
 
-    Calibration: the manager calls ``note_request_estimate`` with its own (uncalibrated)
-    estimate of each view it hands out. The next accepted reading is paired with that
-    estimate and folds ``real / estimate`` into an exponentially weighted ratio
-    (``CALIBRATION_ALPHA``, each sample clamped to [``CALIBRATION_MIN``,
-    ``CALIBRATION_MAX``]). The real request also carries things the estimate never saw,
-    such as tool schemas and system overlays the orchestrator adds; that is intended, the
-    ratio absorbs them. A reading with no pending estimate (or a pending estimate of 0)
-    updates ``latest_reading`` but not the ratio. Pairing is positional, so a foreign
-    LLM call answered between a view and its response can skew one sample; the clamp
-    and the smoothing bound the damage.
+    Pairing: the manager calls ``note_request_estimate`` with its estimate of each view it
+    hands out. The first accepted reading after that answers the view: it becomes the
+    *anchor* of the trigger figure (``figure``) and the pair (estimate, reading) is added to
+    the pairs the ``SizeModel`` is fitted on. Further readings before the next view (side
+    calls) are recorded (``latest_reading``, ``reading_count``) but answer nothing. A reading
+    that arrives before any view was handed out covers the history as it stands: it anchors
+    the figure as is, and the manager pairs it with its estimate of that history when it
+    next hands out a view (``anchor_estimate``). Pairing is positional, so a side call
+    answered *before* the real response can still take a view's place; the foreground
+    claim is the cure.
     """
 
     def __init__(self) -> None:
@@ -284,15 +295,22 @@ class TokenMeter:
         self._count = 0
         self._claimed = False
         self._pending_estimate: int | None = None
-        self._ratio: float | None = None
-        self._samples = 0
+        self._viewed = False
+        self._anchor: tuple[int | None, int] | None = None
+        self._pairs: tuple[tuple[int, int], ...] = ()
+        self._model = IDENTITY
 
     # -- readings -------------------------------------------------------------------
 
     @property
     def latest_reading(self) -> int | None:
-        """Occupancy of the most recently answered request, or None before the first."""
+        """Occupancy of the most recent reading (any call), or None before the first."""
         return self._latest
+
+    @property
+    def answered_reading(self) -> int | None:
+        """The reading that answered the latest answered view (what the trigger builds on)."""
+        return None if self._anchor is None else self._anchor[1]
 
     @property
     def reading_count(self) -> int:
@@ -308,15 +326,18 @@ class TokenMeter:
         self._latest = reading
         self._count += 1
         estimate = self._pending_estimate
-        self._pending_estimate = None
-        if estimate is None or estimate == 0:
+        if estimate is not None:
+            self._pending_estimate = None
+            self._anchor = (estimate, reading)
+            self._add_pair(estimate, reading)
+        elif not self._viewed:
+            self._anchor = (None, reading)
+
+    def _add_pair(self, estimate: int, reading: int) -> None:
+        if estimate == 0:
             return
-        sample = min(CALIBRATION_MAX, max(CALIBRATION_MIN, reading / estimate))
-        if self._ratio is None:
-            self._ratio = sample
-        else:
-            self._ratio = CALIBRATION_ALPHA * sample + (1.0 - CALIBRATION_ALPHA) * self._ratio
-        self._samples += 1
+        self._pairs = (*self._pairs, (estimate, reading))[-FIT_PAIRS:]
+        self._model = fit_size_model(self._pairs)
 
     async def on_llm_response(self, event: str, data: Any) -> HookResult | dict[str, str]:
         """Hook handler for ``llm:response``: record ``data["usage"]`` if it is clean.
@@ -337,7 +358,8 @@ class TokenMeter:
         """Claim the count for the calling orchestrator and return its recorder.
 
         Each call of the recorder (re)asserts the claim, so the claim survives a
-        ``restore`` to a snapshot taken before it.
+        ``restore`` to a snapshot taken before it. Its readings pair with views exactly
+        like generic ones.
         """
         self._claimed = True
 
@@ -352,36 +374,75 @@ class TokenMeter:
 
         return record
 
-    # -- calibration ----------------------------------------------------------------
+    # -- views and the size model ---------------------------------------------------
 
     def note_request_estimate(self, estimate: int) -> None:
-        """Remember our estimate of the view just handed out, for the next reading.
+        """Our estimate of the view just handed out; the next reading answers it.
 
-        Pass the raw estimator figure, not a calibrated one, or the ratio would chase
-        its own output. A later call replaces an unpaired earlier estimate.
+        Pass the raw estimator figure of the view as sent. A later call replaces an
+        unanswered earlier view.
         """
-        if _tokens(estimate) is None:
+        if as_count(estimate) is None:
             raise ValueError(
                 f"note_request_estimate: estimate must be a non-negative int, got {estimate!r}"
             )
         self._pending_estimate = int(estimate)
+        self._viewed = True
+
+    def anchor_estimate(self, covered: int) -> None:
+        """Pair an unanchored reading (one that came before any view) with ``covered``.
+
+        ``covered`` is our estimate of the history that reading covered. Does nothing when
+        the anchor already has its estimate.
+        """
+        if as_count(covered) is None:
+            raise ValueError(
+                f"anchor_estimate: covered must be a non-negative int, got {covered!r}"
+            )
+        if self._anchor is not None and self._anchor[0] is None:
+            reading = self._anchor[1]
+            self._anchor = (covered, reading)
+            self._add_pair(covered, reading)
+
+    @property
+    def size_model(self) -> SizeModel:
+        """The model fitted on this session's pairs (the identity before the first pair)."""
+        return self._model
+
+    def size_model_for(self, estimate: int) -> SizeModel:
+        """The model in force for a view estimated at ``estimate`` now.
+
+        The fitted model, except that an unanchored reading is provisionally paired with
+        ``estimate`` (it covers the history as it stands).
+        """
+        if self._anchor is not None and self._anchor[0] is None:
+            return fit_size_model((*self._pairs, (estimate, self._anchor[1])))
+        return self._model
+
+    def figure(self, estimate: int) -> int | None:
+        """The real-size figure of a view estimated at ``estimate``, or None before a reading.
+
+        The anchoring reading plus the modelled size of what the view gained since the view
+        that reading answered (negative when it shrank, never below 0).
+        """
+        if as_count(estimate) is None:
+            raise ValueError(f"figure: estimate must be a non-negative int, got {estimate!r}")
+        if self._anchor is None:
+            return None
+        answered, reading = self._anchor
+        if answered is None:
+            return reading
+        return max(0, reading + self._model.growth(estimate - answered))
 
     @property
     def calibration_ratio(self) -> float | None:
-        """Smoothed ``real / estimate`` ratio, or None before the first paired reading."""
-        return self._ratio
+        """The size model's ``k``, or None before the first pair."""
+        return self._model.k if self._pairs else None
 
-    def calibrated(self, estimate: int) -> int:
-        """``estimate`` scaled by the calibration ratio (rounded up), or as is without one.
-
-        The product is rounded to 6 decimals before the ceiling so float noise in the
-        ratio (1.1 * 100 == 110.00000000000001) does not add a token.
-        """
-        if _tokens(estimate) is None:
-            raise ValueError(f"calibrated: estimate must be a non-negative int, got {estimate!r}")
-        if self._ratio is None:
-            return int(estimate)
-        return math.ceil(round(estimate * self._ratio, 6))
+    @property
+    def pair_count(self) -> int:
+        """How many (estimate, reading) pairs the size model is fitted on."""
+        return len(self._pairs)
 
     # -- state ----------------------------------------------------------------------
 
@@ -392,8 +453,10 @@ class TokenMeter:
             reading_count=self._count,
             foreground_claimed=self._claimed,
             pending_estimate=self._pending_estimate,
-            calibration_ratio=self._ratio,
-            calibration_samples=self._samples,
+            viewed=self._viewed,
+            anchor=self._anchor,
+            pairs=self._pairs,
+            model=self._model,
         )
 
     def restore(self, snapshot: object) -> None:
@@ -406,11 +469,13 @@ class TokenMeter:
         self._count = snapshot.reading_count
         self._claimed = snapshot.foreground_claimed
         self._pending_estimate = snapshot.pending_estimate
-        self._ratio = snapshot.calibration_ratio
-        self._samples = snapshot.calibration_samples
+        self._viewed = snapshot.viewed
+        self._anchor = snapshot.anchor
+        self._pairs = snapshot.pairs
+        self._model = snapshot.model
 
     def reset(self) -> None:
-        """Forget readings and calibration (the conversation was cleared or replaced).
+        """Forget readings, pairs and the model (the conversation was cleared or replaced).
 
         The foreground claim is kept: it says who counts requests in this session, which
         does not change when the history does.
@@ -418,19 +483,22 @@ class TokenMeter:
         self._latest = None
         self._count = 0
         self._pending_estimate = None
-        self._ratio = None
-        self._samples = 0
+        self._viewed = False
+        self._anchor = None
+        self._pairs = ()
+        self._model = IDENTITY
 
 
 @dataclass(frozen=True)
 class MeterStats:
     """What the trigger used for one request, and what else was known.
 
-    ``images_measured`` is True when a real reading exists and the current view
-    contains images: the estimator only charges a flat allowance per image, while the
-    provider's figure counts them for real. Because of the one-call lag the reading
-    covers the images of the previous request, which in an append-only history are
-    the same images unless new ones just arrived.
+    ``measured`` is the reading the figure is anchored on (the one that answered the
+    latest view); ``latest_reading`` is the newest reading of any call. ``overhead`` and
+    ``calibration_ratio`` are the size model in force (``overhead`` / ``k``), None before
+    the first pair. ``images_measured`` is True when a real reading exists and the current
+    view contains images: the estimator only charges a flat allowance per image, while the
+    provider's figure counts them for real.
     """
 
     mode: Literal["estimate", "actual"]
@@ -442,6 +510,10 @@ class MeterStats:
     ratio: float
     images_measured: bool
     calibration_ratio: float | None
+    overhead: int | None = None
+    latest_reading: int | None = None
+    view_estimate: int = 0
+    """Our estimate of the whole view as it would go out (the compaction notice included)."""
 
     def as_dict(self) -> dict[str, Any]:
         """A plain JSON-safe dict of every field (for ``_last_token_meter_stats``)."""
@@ -455,6 +527,9 @@ class MeterStats:
             "ratio": self.ratio,
             "images_measured": self.images_measured,
             "calibration_ratio": self.calibration_ratio,
+            "overhead": self.overhead,
+            "latest_reading": self.latest_reading,
+            "view_estimate": self.view_estimate,
         }
 
 
@@ -465,29 +540,40 @@ def choose_usage(
     meter: TokenMeter,
     budget: int,
     view_has_images: bool,
+    view_estimate: int | None = None,
 ) -> MeterStats:
     """Decide which number the compaction trigger uses for this request.
 
-    ``"actual"`` uses the meter's latest reading once one exists and the estimate until
-    then; ``"estimate"`` always uses the estimate (the reading, if any, is still reported
-    as ``measured``). A reading describes the previous request, so in ``"actual"`` mode the
-    calibrated estimate of the current view wins when it is larger: a big tool result that
-    arrived since the last response must not slip past the trigger. ``mode`` must already be
-    validated: anything else is a ValueError, as are a negative ``estimated`` and a
-    non-positive ``budget``.
+    ``"actual"`` uses ``meter.figure(view_estimate)`` once a reading exists (the reading
+    that answered the latest view plus the modelled growth since) and the estimate until
+    then. ``view_estimate`` is our estimate of the whole view as it would go out (readings
+    answer whole views, so the figure compares like with like); it defaults to
+    ``estimated``, which is what the estimate-mode trigger compares;
+    ``"estimate"`` always uses the estimate (the readings, if any, are still reported).
+    ``mode`` must already be validated: anything else is a ValueError, as are an
+    ``estimated`` that is not a non-negative int and a ``budget`` that is not a positive
+    int. Neither has an upper bound.
     """
     if mode != "estimate" and mode != "actual":
         raise ValueError(f"choose_usage: mode must be 'estimate' or 'actual', got {mode!r}")
-    if _tokens(estimated) is None:
+    if as_count(estimated) is None:
         raise ValueError(f"choose_usage: estimated must be a non-negative int, got {estimated!r}")
-    if not _tokens(budget):
+    if not as_count(budget):
         raise ValueError(f"choose_usage: budget must be a positive int, got {budget!r}")
-    measured = meter.latest_reading
+    whole = estimated if view_estimate is None else view_estimate
+    if as_count(whole) is None:
+        raise ValueError(
+            f"choose_usage: view_estimate must be a non-negative int, got {view_estimate!r}"
+        )
+    measured = meter.answered_reading
+    figure = meter.figure(whole)
     source: Literal["estimate", "actual"]
-    if mode == "actual" and measured is not None:
-        source, used = "actual", max(measured, meter.calibrated(estimated))
+    if mode == "actual" and figure is not None:
+        source, used = "actual", figure
     else:
         source, used = "estimate", estimated
+    model = meter.size_model_for(whole)
+    known = measured is not None
     return MeterStats(
         mode=mode,
         source=source,
@@ -497,5 +583,8 @@ def choose_usage(
         budget=budget,
         ratio=used / budget,
         images_measured=measured is not None and bool(view_has_images),
-        calibration_ratio=meter.calibration_ratio,
+        calibration_ratio=model.k if known else None,
+        overhead=model.overhead if known else None,
+        latest_reading=meter.latest_reading,
+        view_estimate=whole,
     )

@@ -68,11 +68,16 @@ def resolve_retained(
 
 
 def check_fits(plan: RequestPlan) -> None:
-    """Fail closed when the view the plan would deliver does not fit its budget."""
+    """Fail closed when the view the plan would deliver does not fit its budget.
+
+    Sized and checked in one unit: the plan's modelled real size (the estimate itself in
+    estimate mode).
+    """
     budget = plan.budget.effective_budget
-    if plan.view_tokens > budget:
+    needed = plan.size_model.to_real(plan.view_tokens)
+    if needed > budget:
         raise context_length_error(
-            f"context-simple: the request needs ~{plan.view_tokens} tokens but the budget is "
+            f"context-simple: the request needs ~{needed} tokens but the budget is "
             f"{budget} after every compaction step; the system prompt, the first and latest "
             "prompts and the retained reminders cannot be reduced - shorten them, or retain "
             "fewer reminders"

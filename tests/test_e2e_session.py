@@ -71,6 +71,7 @@ async def run_session(
     prompts: Sequence[str] = PROMPTS,
     sizes: Sequence[int] | None = None,
     context_config: Mapping[str, Any] | None = None,
+    framing_tokens: int | None = None,
 ) -> SessionRun:
     provider_config: dict[str, Any] = {
         "context_window": WINDOW,
@@ -79,6 +80,8 @@ async def run_session(
     }
     if sizes is not None:
         provider_config["sizes"] = list(sizes)
+    if framing_tokens is not None:
+        provider_config["framing_tokens"] = framing_tokens
     plan = mount_plan(
         context_config={**(context_config or {}), "token_meter": token_meter},
         provider_config=provider_config,
@@ -293,6 +296,27 @@ async def test_the_actual_meter_reads_the_provider_usage_through_the_kernel_hook
     assert any(x.cache_read and x.cache_write for x in exchanges), "cache fields were real"
     measured_view = run.capabilities["context.measured_request_view"]
     assert measured_view == run.context.get_measured_request_view, "offered in actual mode"
+
+
+async def test_actual_meter_sizes_with_the_tool_overhead_the_provider_reports() -> None:
+    """A few thousand tokens of tool definitions per request, which the context never holds.
+
+    The provider reports them in every usage; the meter models them as overhead, the
+    compaction events name them, and no request's real size leaves the budget.
+    """
+    framing = 3_000
+    run = await run_session(token_meter="actual", framing_tokens=framing)
+    assert_completed(run)
+    [budget] = run.named("context:budget")
+    compactions = run.named("context:compaction")
+    assert compactions
+    for payload in compactions:
+        assert payload["overhead_tokens"] is not None
+        assert abs(payload["overhead_tokens"] - framing) <= 50
+        assert payload["measured_tokens"] >= 0.92 * payload["budget"]
+    assert max(x.input_total for x in run.provider.exchanges) <= budget["effective_budget"]
+    estimate_run = await run_session(token_meter="estimate", framing_tokens=framing)
+    assert all(p["measured_tokens"] is None for p in estimate_run.named("context:compaction"))
 
 
 def _call(call_id: str) -> dict[str, Any]:

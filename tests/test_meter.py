@@ -15,16 +15,20 @@ from amplifier_core.testing import MockCoordinator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple._meter import (
-    CALIBRATION_ALPHA,
     CALIBRATION_MAX,
     CALIBRATION_MIN,
+    FIT_PAIRS,
+    IDENTITY,
     METER_EVENT,
     METER_HOOK_NAME,
     METER_HOOK_PRIORITY,
     MeterStats,
+    SizeModel,
     TokenMeter,
     choose_usage,
+    fit_size_model,
     parse_usage_reading,
 )
 
@@ -199,7 +203,7 @@ async def test_normalised_payload_with_raw_extras_not_double_counted() -> None:
         {"input_tokens": 10, "cache_write_tokens": 1.5},
         {"input_tokens": 10, "cache_write_tokens": "3"},
         {"input_tokens": 0, "cache_write_tokens": 0},
-        {"input_tokens": 2**31},
+        {"input_tokens": 2**53 + 1},
         {"input_tokens": 2**80},  # the host turns this into a float
         {"input_tokens": 10, "cache_read_input_tokens": -3},
         None,
@@ -349,7 +353,8 @@ async def test_foreground_claim_wins_over_generic_events() -> None:
         (10, False),
         (10, 2.0),
         (0, 0),
-        (2**31, 0),
+        (2**53 + 1, 0),
+        (10, 2**53 + 1),
     ],
 )
 def test_foreground_recorder_rejects_invalid(input_tokens: Any, cache_write_tokens: Any) -> None:
@@ -361,103 +366,198 @@ def test_foreground_recorder_rejects_invalid(input_tokens: Any, cache_write_toke
     assert meter.reading_count == 1
 
 
-# -- calibration ---------------------------------------------------------------------
+# -- pairing and the size model ------------------------------------------------------
 
 
-async def test_calibration_pairs_estimate_with_next_reading() -> None:
+async def test_first_reading_after_a_view_answers_it_side_readings_do_not() -> None:
     meter, hooks, _ = _mounted()
     assert meter.calibration_ratio is None
-    assert meter.calibrated(1000) == 1000
-    meter.note_request_estimate(1000)
-    await _emit(hooks, {"usage": {"input_tokens": 2000}})
-    assert meter.calibration_ratio == pytest.approx(2.0)
-    assert meter.calibrated(1000) == 2000
-    meter.note_request_estimate(1000)
-    await _emit(hooks, {"usage": {"input_tokens": 1000}})
-    expected = CALIBRATION_ALPHA * 1.0 + (1 - CALIBRATION_ALPHA) * 2.0
-    assert meter.calibration_ratio == pytest.approx(expected)
-    assert meter.calibrated(333) == math.ceil(round(333 * expected, 6))
+    assert meter.size_model == IDENTITY
+    meter.note_request_estimate(1_000)
+    await _emit(hooks, {"usage": {"input_tokens": 4_000}})
+    assert meter.answered_reading == 4_000
+    assert meter.size_model == SizeModel(3_000, 1.0)
+    assert meter.figure(1_200) == 4_200, "the reading plus the modelled growth since"
+    await _emit(hooks, {"usage": {"input_tokens": 50}})  # a summariser's side call
+    assert meter.latest_reading == 50, "recorded and reported"
+    assert meter.reading_count == 2
+    assert meter.answered_reading == 4_000, "but it answers no view"
+    assert meter.size_model == SizeModel(3_000, 1.0)
+    assert meter.pair_count == 1
 
 
-async def test_reading_without_pending_estimate_does_not_calibrate() -> None:
+async def test_a_reading_before_any_view_covers_the_history_as_it_stands() -> None:
     meter, hooks, _ = _mounted()
-    await _emit(hooks, {"usage": {"input_tokens": 2000}})
-    assert meter.calibration_ratio is None
-    meter.note_request_estimate(1000)
-    await _emit(hooks, {"usage": {"input_tokens": 1500}})
-    assert meter.calibration_ratio == pytest.approx(1.5)
-    await _emit(hooks, {"usage": {"input_tokens": 9000}})  # estimate already consumed
-    assert meter.calibration_ratio == pytest.approx(1.5)
-    assert meter.latest_reading == 9000
+    await _emit(hooks, {"usage": {"input_tokens": 5_000}})
+    assert meter.figure(1_000) == 5_000
+    assert meter.figure(3_000) == 5_000
+    assert meter.size_model == IDENTITY, "not fitted until paired"
+    assert meter.size_model_for(1_000) == SizeModel(4_000, 1.0), "provisionally paired"
+    meter.anchor_estimate(1_000)
+    assert meter.size_model == SizeModel(4_000, 1.0)
+    assert meter.figure(1_500) == 5_500
+    meter.anchor_estimate(9_999)  # already anchored: no effect
+    assert meter.pair_count == 1
 
 
-async def test_zero_estimate_is_not_paired() -> None:
-    meter, hooks, _ = _mounted()
-    meter.note_request_estimate(0)
-    await _emit(hooks, {"usage": {"input_tokens": 2000}})
-    assert meter.calibration_ratio is None
-    assert meter.latest_reading == 2000
-
-
-async def test_malformed_reading_keeps_estimate_pending() -> None:
+async def test_readings_after_an_answered_view_do_not_anchor_as_pre_view_readings() -> None:
     meter, hooks, _ = _mounted()
     meter.note_request_estimate(100)
-    await _emit(hooks, {"usage": {"input_tokens": -5}})
-    assert meter.calibration_ratio is None
-    await _emit(hooks, {"usage": {"input_tokens": 150}})
-    assert meter.calibration_ratio == pytest.approx(1.5)
+    await _emit(hooks, {"usage": {"input_tokens": 300}})
+    await _emit(hooks, {"usage": {"input_tokens": 9_000}})
+    assert meter.figure(100) == 300
 
 
-def test_latest_estimate_replaces_unpaired_one() -> None:
+def test_one_pair_below_the_estimate_means_no_overhead_and_a_scaled_k() -> None:
+    assert fit_size_model([(1_000, 500)]) == SizeModel(0, 0.5)
+    assert fit_size_model([(1_000, 100)]) == SizeModel(0, CALIBRATION_MIN), "k is bounded"
+    assert fit_size_model([(1_000, 1_000)]) == SizeModel(0, 1.0)
+    assert fit_size_model([(1_000, 1_700)]) == SizeModel(700, 1.0)
+    assert fit_size_model([]) == IDENTITY
+    assert fit_size_model([(0, 500)]) == IDENTITY, "an empty view says nothing"
+
+
+def test_a_fixed_overhead_is_not_mistaken_for_a_ratio() -> None:
+    """30,000 tokens of tool definitions over a 1,000-token history (the issue's example)."""
+    model = fit_size_model([(1_000, 31_000), (1_500, 31_500)])
+    assert model == SizeModel(30_000, 1.0)
+    assert model.to_real(1_500) - model.to_real(1_000) == 500, "removing 500 frees 500"
+    assert model.to_estimate(20_000) == 0, "no view fits under the overhead"
+
+
+def test_two_pairs_recover_bias_and_overhead() -> None:
+    model = fit_size_model([(10_000, 25_000), (12_000, 29_000)])
+    assert model == SizeModel(5_000, 2.0)
+    assert model.to_real(6_000) == 17_000
+    assert model.to_estimate(17_000) == 6_000
+
+
+def test_close_estimates_fall_back_to_the_one_pair_rule_on_the_newest() -> None:
+    assert fit_size_model([(10_000, 10_000), (10_100, 14_000)]) == SizeModel(3_900, 1.0)
+
+
+def test_the_fit_is_bounded_and_anchored_on_the_newest_pair() -> None:
+    steep = fit_size_model([(1_000, 1_000), (2_000, 100_000)])
+    assert steep.k == CALIBRATION_MAX
+    assert steep.to_real(2_000) >= 100_000
+    falling = fit_size_model([(1_000, 9_000), (2_000, 1_000)])
+    assert falling.k == CALIBRATION_MIN
+    assert falling.overhead == 500
+    assert falling.to_real(2_000) == 1_000
+
+
+def test_only_recent_pairs_count() -> None:
+    old = [(e, 4 * e) for e in range(1_000, 1_000 + 100 * FIT_PAIRS, 100)]
+    new = [(e, e + 2_000) for e in range(5_000, 5_000 + 1_000 * FIT_PAIRS, 1_000)]
+    assert fit_size_model([*old, *new]) == SizeModel(2_000, 1.0)
+
+
+_pairs = st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 10**8)), min_size=0, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=_pairs)
+def test_fit_invariants(pairs: list[tuple[int, int]]) -> None:
+    model = fit_size_model(pairs)
+    assert model.overhead >= 0
+    assert CALIBRATION_MIN <= model.k <= CALIBRATION_MAX
+    informative = [(e, r) for e, r in pairs if e > 0]
+    if informative:
+        estimate, reading = informative[-1]
+        assert model.to_real(estimate) >= reading, "never below the newest reading"
+    else:
+        assert model == IDENTITY
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ratio=st.floats(CALIBRATION_MIN, CALIBRATION_MAX),
+    overhead=st.integers(0, 100_000),
+    estimates=st.lists(st.integers(1_000, 200_000), min_size=2, max_size=FIT_PAIRS, unique=True),
+)
+def test_a_linear_provider_is_recovered(ratio: float, overhead: int, estimates: list[int]) -> None:
+    if max(estimates) - min(estimates) < 0.10 * max(estimates):
+        estimates = [*estimates, max(estimates) * 2]
+    pairs = [(e, overhead + round(ratio * e)) for e in estimates]
+    model = fit_size_model(pairs)
+    # Readings are whole tokens, so the slope is only as exact as that rounding allows.
+    slope_error = 2 / (max(estimates) - min(estimates))
+    for estimate in (0, 500, *estimates, 300_000):
+        true = overhead + ratio * estimate
+        # (a clamped overhead can add the slope's error over the newest estimate, too)
+        assert abs(model.to_real(estimate) - true) <= 3 + slope_error * (
+            abs(estimate - estimates[-1]) + estimates[-1]
+        )
+
+
+def test_size_model_identity_and_validation() -> None:
+    assert IDENTITY.identity
+    assert IDENTITY.to_real(12_345) == 12_345
+    assert IDENTITY.to_estimate(12_345) == 12_345
+    assert IDENTITY.to_real(10**30) == 10**30, "exact for any int"
+    assert SizeModel(0, 1.1).to_real(100) == 110, "no float noise"
+    assert SizeModel(0, 1.1).to_real(101) == 112, "rounded up"
+    for bad in (
+        {"overhead": -1},
+        {"overhead": True},
+        {"overhead": 1.5},
+        {"k": 0.0},
+        {"k": -1.0},
+        {"k": math.inf},
+        {"k": math.nan},
+        {"k": True},
+    ):
+        with pytest.raises(ValueError, match="SizeModel"):
+            SizeModel(**bad)  # type: ignore[arg-type]
+    for bad_value in (-1, True, 1.5, None):
+        with pytest.raises(ValueError, match="estimate"):
+            IDENTITY.to_real(bad_value)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="real"):
+            IDENTITY.to_estimate(bad_value)  # type: ignore[arg-type]
+
+
+_models = st.builds(
+    SizeModel,
+    overhead=st.integers(0, 10**6),
+    k=st.floats(CALIBRATION_MIN, CALIBRATION_MAX) | st.sampled_from([1.0, 1.1, 0.3, 2.5]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(model=_models, a=st.integers(0, 10**9), b=st.integers(0, 10**9))
+def test_size_model_conversions_are_monotone_and_consistent(
+    model: SizeModel, a: int, b: int
+) -> None:
+    low, high = min(a, b), max(a, b)
+    assert model.to_real(low) <= model.to_real(high)
+    assert model.to_estimate(low) <= model.to_estimate(high)
+    fitted = model.to_estimate(high)
+    if high >= model.to_real(0):
+        assert model.to_real(fitted) <= high
+        assert model.to_real(fitted + 1) > high, "the largest estimate that fits"
+    else:
+        assert fitted == 0
+    assert model.to_estimate(model.to_real(low)) >= low
+
+
+def test_estimate_inputs_are_validated() -> None:
+    meter = TokenMeter()
+    for bad in (-1, True, 1.5, "10", None):
+        with pytest.raises(ValueError, match="estimate"):
+            meter.note_request_estimate(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="estimate"):
+            meter.figure(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="covered"):
+            meter.anchor_estimate(bad)  # type: ignore[arg-type]
+
+
+def test_estimates_have_no_upper_bound() -> None:
     meter = TokenMeter()
     record = meter.claim_foreground_usage()
-    meter.note_request_estimate(10)
-    meter.note_request_estimate(1000)
-    assert record(input_tokens=1200)
-    assert meter.calibration_ratio == pytest.approx(1.2)
-
-
-def test_calibration_is_clamped() -> None:
-    high = TokenMeter()
-    record_high = high.claim_foreground_usage()
-    high.note_request_estimate(100)
-    assert record_high(input_tokens=100_000)
-    assert high.calibration_ratio == CALIBRATION_MAX
-    assert high.calibrated(1000) == 4000
-
-    low = TokenMeter()
-    record_low = low.claim_foreground_usage()
-    low.note_request_estimate(100_000)
-    assert record_low(input_tokens=1)
-    assert low.calibration_ratio == CALIBRATION_MIN
-    assert low.calibrated(1000) == 250
-
-    # from the top clamp, repeated bottom-clamped samples approach but never pass it
-    for _ in range(60):
-        high.note_request_estimate(100_000)
-        assert record_high(input_tokens=1)
-        assert high.calibration_ratio is not None
-        assert CALIBRATION_MIN <= high.calibration_ratio <= CALIBRATION_MAX
-    assert high.calibration_ratio == pytest.approx(CALIBRATION_MIN)
-
-
-def test_calibrated_rounds_up_without_float_noise() -> None:
-    meter = TokenMeter()
-    record = meter.claim_foreground_usage()
-    meter.note_request_estimate(10)
-    assert record(input_tokens=11)  # ratio 1.1, and 100 * 1.1 == 110.00000000000001
-    assert meter.calibrated(100) == 110
-    assert meter.calibrated(101) == 112  # 111.1 rounds up
-    assert meter.calibrated(0) == 0
-
-
-@pytest.mark.parametrize("bad", [-1, True, 1.5, "10", None])
-def test_estimate_inputs_are_validated(bad: Any) -> None:
-    meter = TokenMeter()
-    with pytest.raises(ValueError, match="estimate"):
-        meter.note_request_estimate(bad)
-    with pytest.raises(ValueError, match="estimate"):
-        meter.calibrated(bad)
+    meter.note_request_estimate(10**15)
+    assert record(input_tokens=10**15 + 7)
+    assert meter.size_model == SizeModel(7, 1.0)
+    assert meter.figure(10**18) == 10**18 + 7
 
 
 # -- snapshot / restore / reset ------------------------------------------------------
@@ -491,8 +591,8 @@ async def test_snapshot_restore_is_exact() -> None:
     ) == fields_before
     # the pending estimate came back too: the next reading pairs with 900
     await _emit(hooks, {"usage": {"input_tokens": 900}})
-    expected = CALIBRATION_ALPHA * 1.0 + (1 - CALIBRATION_ALPHA) * 1.6
-    assert meter.calibration_ratio == pytest.approx(expected)
+    assert meter.pair_count == 2
+    assert meter.size_model == fit_size_model([(500, 800), (900, 900)])
 
 
 def test_snapshot_is_immutable_and_restore_rejects_foreign_values() -> None:
@@ -556,10 +656,11 @@ def test_choose_usage_actual_falls_back_until_first_reading() -> None:
         ratio=0.4,
         images_measured=False,
         calibration_ratio=None,
+        view_estimate=400,
     )
 
 
-async def test_choose_usage_actual_uses_reading() -> None:
+async def test_choose_usage_actual_uses_reading_plus_growth() -> None:
     meter, hooks, _ = _mounted()
     meter.note_request_estimate(400)
     await _emit(hooks, {"usage": {"input_tokens": 700, "cache_write_tokens": 100}})
@@ -567,22 +668,39 @@ async def test_choose_usage_actual_uses_reading() -> None:
         mode="actual", estimated=450, meter=meter, budget=1000, view_has_images=True
     )
     assert stats.source == "actual"
-    # The view grew since the reading (450 estimated vs 400 then): the calibrated estimate
-    # of the current view (450 * 2.0) beats the stale reading.
-    assert stats.used == 900
+    # 800 measured for a view estimated at 400: 400 tokens of overhead, k = 1; the view
+    # grew by 50 estimated tokens since.
+    assert stats.used == 850
     assert stats.measured == 800
     assert stats.estimated == 450
-    assert stats.ratio == pytest.approx(0.9)
+    assert stats.ratio == pytest.approx(0.85)
     assert stats.images_measured is True
-    assert stats.calibration_ratio == pytest.approx(2.0)
+    assert (stats.calibration_ratio, stats.overhead) == (1.0, 400)
     shrunk = choose_usage(
         mode="actual", estimated=300, meter=meter, budget=1000, view_has_images=False
     )
-    assert shrunk.used == 800, "a reading above the calibrated estimate is kept"
-    no_images = choose_usage(
-        mode="actual", estimated=450, meter=meter, budget=1000, view_has_images=False
+    assert shrunk.used == 700, "a smaller view lowers the figure below the reading"
+    whole = choose_usage(
+        mode="actual",
+        estimated=450,
+        view_estimate=500,
+        meter=meter,
+        budget=1000,
+        view_has_images=False,
     )
-    assert no_images.images_measured is False
+    assert whole.used == 900, "the figure follows the whole view (notice included)"
+    assert whole.estimated == 450
+    assert whole.images_measured is False
+
+
+async def test_a_low_reading_lowers_the_trigger_figure() -> None:
+    meter, hooks, _ = _mounted()
+    meter.note_request_estimate(1_000)
+    await _emit(hooks, {"usage": {"input_tokens": 500}})
+    stats = choose_usage(
+        mode="actual", estimated=1_200, meter=meter, budget=1_100, view_has_images=False
+    )
+    assert stats.used == 600 < stats.estimated
 
 
 async def test_choose_usage_estimate_mode_reports_but_ignores_reading() -> None:
@@ -602,6 +720,7 @@ async def test_stats_as_dict_is_json_safe_and_complete() -> None:
     meter, hooks, _ = _mounted()
     meter.note_request_estimate(100)
     await _emit(hooks, {"usage": {"input_tokens": 150}})
+    await _emit(hooks, {"usage": {"input_tokens": 7}})
     stats = choose_usage(
         mode="actual", estimated=120, meter=meter, budget=1000, view_has_images=False
     )
@@ -610,14 +729,35 @@ async def test_stats_as_dict_is_json_safe_and_complete() -> None:
     assert payload == {
         "mode": "actual",
         "source": "actual",
-        "used": 180,
+        "used": 170,
         "estimated": 120,
         "measured": 150,
         "budget": 1000,
-        "ratio": 0.18,
+        "ratio": 0.17,
         "images_measured": False,
-        "calibration_ratio": 1.5,
+        "calibration_ratio": 1.0,
+        "overhead": 50,
+        "latest_reading": 7,
+        "view_estimate": 120,
     }
+
+
+def test_budgets_and_estimates_have_no_upper_bound() -> None:
+    stats = choose_usage(
+        mode="actual", estimated=2**40, meter=TokenMeter(), budget=10**12, view_has_images=False
+    )
+    assert (stats.used, stats.budget) == (2**40, 10**12)
+
+
+async def test_a_trillion_token_budget_serves_a_plain_request() -> None:
+    for mode in ("estimate", "actual"):
+        manager = SimpleContextManager(token_meter=mode)
+        await manager.add_message({"role": "user", "content": "hello"})
+        view = await manager.get_messages_for_request(token_budget=10**12)
+        assert [m["content"] for m in view] == ["hello"]
+        big = SimpleContextManager(token_meter=mode, max_tokens=10**12)
+        await big.add_message({"role": "user", "content": "hello"})
+        assert len(await big.get_messages_for_request()) == 1
 
 
 @pytest.mark.parametrize(
@@ -629,6 +769,8 @@ async def test_stats_as_dict_is_json_safe_and_complete() -> None:
         ({"budget": 0}, "budget"),
         ({"budget": -5}, "budget"),
         ({"budget": 10.0}, "budget"),
+        ({"budget": True}, "budget"),
+        ({"view_estimate": -1}, "view_estimate"),
     ],
 )
 def test_choose_usage_rejects_bad_arguments(kwargs: dict[str, Any], word: str) -> None:
