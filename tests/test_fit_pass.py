@@ -435,3 +435,17 @@ async def test_the_newest_message_is_never_removed_so_the_next_prompt_finds_it()
     history = await manager.get_messages()
     view = await manager.get_messages_for_request(token_budget=60)
     assert check_view(view, history=history) == []
+
+
+async def test_a_view_whose_notice_would_overflow_the_budget_escalates() -> None:
+    # No reserve for the notice and a trigger at the whole budget: only the hard limit (view
+    # plus notice within the budget) can start the escalation that makes room for the notice.
+    manager = SimpleContextManager(compaction_notice_token_reserve=0, compact_threshold=1.0)
+    await admit(manager, [prompt("Go.")])
+    for i in range(12):
+        await admit(manager, [call(f"c{i}"), result(f"c{i}", 400)])
+    budget = 4_000
+    for i in range(12, 40):
+        view = await manager.get_messages_for_request(token_budget=budget)
+        assert tokens_of(view) <= budget, f"request {i}"
+        await admit(manager, [call(f"c{i}"), result(f"c{i}", 60)])
