@@ -57,6 +57,9 @@ class LadderPolicy:
     truncate_chars: int
 
 
+MAX_FIT_ROUNDS = 4
+"""Fit-pass rounds at most: each one after the first only follows up what mending restored."""
+
 FIT_LEVEL = RUNGS[-1].level
 """The level a fit pass reports: it only runs once every rung has been tried."""
 
@@ -96,6 +99,8 @@ class _Plan:
         self.relaxed = set(base.relaxed) - retained
         self.usage = usage
         self.changed = False
+        self.taken_out: dict[int, tuple[int | None, int | None]] = {}
+        """How a position left out during this escalation was shown before (truncated, stubbed)."""
         self.pinned: int | None = None
         """A position no rung may remove (it may still be shortened)."""
         self.short: dict[int, int] = {}
@@ -112,6 +117,23 @@ class _Plan:
         if position in self.stubbed:
             return self.index.estimate(stubbed(fact.sent))
         return fact.tokens
+
+    def take_out(self, position: int) -> None:
+        """Leave ``position`` out, remembering how it was shown in case it has to come back."""
+        self.removed.add(position)
+        shown = (self.truncated.pop(position, None), self.stubbed.pop(position, None))
+        if shown != (None, None):
+            self.taken_out[position] = shown
+
+    def put_back(self, position: int) -> None:
+        """Show ``position`` again, shortened or stubbed as it was before it was left out."""
+        self.removed.discard(position)
+        self.relaxed.discard(position)
+        truncated, stubbed = self.taken_out.pop(position, (None, None))
+        if truncated is not None:
+            self.truncated[position] = truncated
+        if stubbed is not None:
+            self.stubbed[position] = stubbed
 
     def decisions(self, level: int, escalations: int) -> Decisions:
         return Decisions(
@@ -200,9 +222,14 @@ def _relax(
     """
     index = plan.index
     truncated_before, removed_before = set(plan.truncated), set(plan.removed)
-    _truncate(plan, floor, 1.0, limit, keep_chars)
-    _remove(plan, floor, limit, keep_chars, open_tail)
-    _mend_turns(plan, floor, keep_chars, open_tail)
+    for _ in range(MAX_FIT_ROUNDS):
+        usage = plan.usage
+        _truncate(plan, floor, 1.0, limit, keep_chars)
+        _remove(plan, floor, limit, keep_chars, open_tail)
+        _mend_turns(plan, floor, keep_chars, open_tail)
+        # Mending may bring a unit back; another round can shorten or remove something else.
+        if plan.usage <= limit or plan.usage >= usage:
+            break
     shortened = set(plan.truncated) - truncated_before
     removed = plan.removed - removed_before
     plan.relaxed.update(shortened, removed)
@@ -367,9 +394,7 @@ def _remove(
             continue  # an unanswered call is never removed
         plan.usage -= sum(plan.rendered_tokens(p, keep_chars) for p in unit)
         for p in unit:
-            plan.removed.add(p)
-            plan.truncated.pop(p, None)
-            plan.stubbed.pop(p, None)
+            plan.take_out(p)
         plan.changed = True
 
 
@@ -397,10 +422,8 @@ def _mend_turns(
             continue  # rendered together with its call
         if fact.human and in_round and gap:
             if position not in protected and position != plan.pinned:
-                plan.removed.add(position)
-                plan.truncated.pop(position, None)
-                plan.stubbed.pop(position, None)
                 plan.usage -= plan.rendered_tokens(position, keep_chars)
+                plan.take_out(position)
                 plan.changed = True
                 continue
             _restore_before(plan, position, keep_chars)
@@ -439,8 +462,7 @@ def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
         head = index.pairing.owner_of.get(previous, previous)
         for p in (head, *index.pairing.results_of.get(head, ())):
             if p in plan.removed:
-                plan.removed.discard(p)
-                plan.relaxed.discard(p)
+                plan.put_back(p)
                 plan.usage += plan.rendered_tokens(p, keep_chars)
                 plan.changed = True
         if not facts[previous].human:
@@ -457,8 +479,7 @@ def _extreme(plan: _Plan, protected: frozenset[int], target: int, keep_chars: in
         if position in protected or position == plan.pinned:
             continue
         plan.usage -= plan.rendered_tokens(position, keep_chars)
-        del plan.stubbed[position]
-        plan.removed.add(position)
+        plan.take_out(position)
         plan.changed = True
     first_user = next(
         (

@@ -449,3 +449,26 @@ async def test_a_view_whose_notice_would_overflow_the_budget_escalates() -> None
         view = await manager.get_messages_for_request(token_budget=budget)
         assert tokens_of(view) <= budget, f"request {i}"
         await admit(manager, [call(f"c{i}"), result(f"c{i}", 60)])
+
+
+async def test_a_unit_mending_brings_back_comes_back_as_short_as_it_was() -> None:
+    # A prompt typed right after a tool round, with a thinking opener in the turn before: the
+    # fit pass shortens results, removes rounds, and mending has to bring one round back; it
+    # must come back shortened, or the view is far over a budget the floor fits in.
+    manager = SimpleContextManager()
+    await admit(manager, [prompt("P0"), call("a1"), result("a1", 3_000), answer("done")])
+    await admit(manager, [prompt("P1"), call("b1", thinking=True), result("b1", 3_000)])
+    await admit(manager, [call("c1"), result("c1", 3_000), prompt("P2")])
+    wordy = {**call("e1"), "content": [{"type": "text", "text": text(2_000)}]}
+    await admit(manager, [wordy, result("e1", 3_000), call("d1"), result("d1", 3_000)])
+    history = await manager.get_messages()
+    for budget in (1_800, 2_600, 3_900):
+        fresh = SimpleContextManager()
+        await admit(fresh, history)
+        view = await fresh.get_messages_for_request(token_budget=budget)
+        assert tokens_of(view) <= budget, budget
+        assert check_view(view, history=history) == []
+    fitted = await manager.get_messages_for_request_retaining(
+        retain_contents=[], token_budget=3_900, hard_fit=True
+    )
+    assert tokens_of(fitted) <= 3_900
