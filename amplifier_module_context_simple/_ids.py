@@ -46,12 +46,20 @@ class Ids:
     """Original call id -> view id, only where they differ."""
     idless_calls: tuple[str, ...] = ()
     """View ids for the calls without a usable id, by their order in each source."""
+    repeated_calls: bool = False
+    """The message declares one id twice in the same source: the view sends it once."""
     result_map: Mapping[str, str] = field(default_factory=dict[str, str])
     idless_results: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
-        return bool(self.call_map or self.idless_calls or self.result_map or self.idless_results)
+        return bool(
+            self.call_map
+            or self.idless_calls
+            or self.result_map
+            or self.idless_results
+            or self.repeated_calls
+        )
 
 
 NO_IDS = Ids()
@@ -149,6 +157,7 @@ class IdAssigner:
             calls=(*order, *idless),
             call_map={k: v for k, v in mapping.items() if k != v},
             idless_calls=idless,
+            repeated_calls=_repeats(listed) or _repeats(in_blocks),
         )
 
     def _results(self, raw: list[object], position: int) -> Ids:
@@ -176,3 +185,8 @@ class IdAssigner:
             result_map=changed,
             idless_results=tuple(idless),
         )
+
+
+def _repeats(ids: list[object]) -> bool:
+    usable_ids = [v for v in ids if usable(v)]
+    return len(set(usable_ids)) != len(usable_ids)  # pyright: ignore[reportUnknownArgumentType]

@@ -110,6 +110,12 @@ def _check_duplicates(view: Sequence[Mapping[str, Any]]) -> list[str]:
                 problems.append(
                     f"view[{index}]: tool-call id {call_id!r} is already declared at {earlier}"
                 )
+        # Within one message an orchestrator stores each call twice (tool_calls and a block),
+        # so a repeat counts only inside one of those sources.
+        for source in raw_call_ids(message):
+            named = [i for i in source if isinstance(i, str) and i]
+            for call_id in sorted({i for i in named if named.count(i) > 1}):
+                problems.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
     return problems
 
 
@@ -169,6 +175,26 @@ def _is_result(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "tool" or bool(result_ids(message))
 
 
+def _turn_before(messages: Sequence[Mapping[str, Any]], index: int) -> Mapping[str, Any] | None:
+    """The message the provider reads right before ``index``'s turn starts.
+
+    System messages are lifted out, and user-role messages no person typed (hook reminders,
+    the compaction notice) merge into the user turn around them.
+    """
+    for position in range(index - 1, -1, -1):
+        message = messages[position]
+        if message.get("role") == "system":
+            continue
+        if (
+            message.get("role") == "user"
+            and not is_human_prompt(message)
+            and not _is_result(message)
+        ):
+            continue
+        return message
+    return None
+
+
 def _check_turns(
     view: Sequence[Mapping[str, Any]],
     history: Sequence[Mapping[str, Any]],
@@ -179,23 +205,22 @@ def _check_turns(
     # (a) Consecutive user turns merge: a prompt after a tool result lands inside that round.
     # Allowed where the history had the prompt after a result, or after a call that a repair
     # answers in the view (interrupted, or answered late): nothing of the turn went missing.
-    # System messages are lifted out of the conversation, so "before" skips them.
-    after_result: list[int] = []
-    previous: Mapping[str, Any] | None = None
-    for p, message in enumerate(history):
-        if message.get("role") == "system":
+    # System messages are lifted out of the conversation and hook reminders merge into the
+    # same user turn, so "before" looks past both.
+    after_result = [
+        p
+        for p, message in enumerate(history)
+        if is_human_prompt(message)
+        and (before := _turn_before(history, p)) is not None
+        and (_is_result(before) or _calls(before))
+    ]
+    for index, message in enumerate(view):
+        if not is_human_prompt(message):
             continue
-        if (
-            previous is not None
-            and is_human_prompt(message)
-            and (_is_result(previous) or _calls(previous))
-        ):
-            after_result.append(p)
-        previous = message
-    for index in range(1, len(view)):
-        if not (is_human_prompt(view[index]) and _is_result(view[index - 1])):
+        before = _turn_before(view, index)
+        if before is None or not _is_result(before):
             continue
-        if not any(_same_payload(sent[p], view[index]) for p in after_result):
+        if not any(_same_payload(sent[p], message) for p in after_result):
             problems.append(
                 f"view[{index}]: a human prompt directly follows a tool result, which it does "
                 "not in the history"

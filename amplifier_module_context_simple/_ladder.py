@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ._decisions import Decisions
-from ._history import HistoryIndex
+from ._history import Facts, HistoryIndex
 from ._render import can_truncate, stubbed, text_of, truncated
 
 STUB_MIN_CHARS = 600
@@ -287,7 +287,7 @@ def _follows_result(index: HistoryIndex, position: int) -> bool:
         fact = facts[p]
         if fact.role == "system" or p in index.pairing.orphans:
             continue
-        if fact.role == "user" and not fact.human and not fact.tool_result:
+        if _is_reminder(fact):
             continue
         return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
     return False
@@ -436,24 +436,32 @@ def _mend_turns(
             gap = False
         elif fact.tool_result:
             in_round, gap = True, False  # a result whose call is gone is never rendered
-        elif not (fact.role == "user" and not fact.human):
+        elif not _is_reminder(fact):
             in_round = gap = False  # hook reminders merge into the round; anything else ends it
+
+
+def _is_reminder(fact: Facts) -> bool:
+    """A user-role message no person typed: the provider merges it into the turn around it."""
+    return fact.role == "user" and not fact.human and not fact.tool_result
 
 
 def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
     """Show again what sits right before ``position`` in the history, unit by unit.
 
-    A restored prompt would itself follow the round, so the walk goes on back past restored
-    prompts until it restores something that is not one (or finds it already shown).
+    A restored prompt (or reminder) would itself sit inside the round, so the walk goes on back
+    until it restores something that ends the round (or finds it already shown).
     """
     index = plan.index
     facts = index.facts
     while True:
+        # Hook reminders still shown merge into the prompt's turn: look past them.
         previous = next(
             (
                 p
                 for p in range(position - 1, -1, -1)
-                if facts[p].role != "system" and p not in index.pairing.orphans
+                if facts[p].role != "system"
+                and p not in index.pairing.orphans
+                and not (p not in plan.removed and _is_reminder(facts[p]))
             ),
             None,
         )
@@ -465,8 +473,8 @@ def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
                 plan.put_back(p)
                 plan.usage += plan.rendered_tokens(p, keep_chars)
                 plan.changed = True
-        if not facts[previous].human:
-            return
+        if not (facts[previous].human or _is_reminder(facts[previous])):
+            return  # restored a message that ends the round: the prompt no longer lands in it
         position = previous
 
 

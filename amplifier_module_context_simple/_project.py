@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._ids import NO_IDS, Ids, usable
-from ._messages import CALL_BLOCK_TYPES, read_block
+from ._messages import CALL_BLOCK_TYPES, block_dict, read_block
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -39,10 +39,11 @@ ID_DERIVED = "id-derived"
 ORPHAN_DROPPED = "orphan-dropped"
 STRAY_DROPPED = "stray-dropped"
 PLACEHOLDER_ADDED = "placeholder-added"
+DUPLICATE_CALL = "duplicate-call-dropped"
 PROJECTION_KINDS = frozenset(
     {
         IMAGE, TOOL_CALL, TOOL_RESULT, TEXT, NULL_CONTENT, CONTENT_JSON, BLOCK_JSON,
-        BLOCK_PLACEHOLDER, METADATA, FIELD, ID_RENAMED, ID_DERIVED,
+        BLOCK_PLACEHOLDER, METADATA, FIELD, ID_RENAMED, ID_DERIVED, DUPLICATE_CALL,
     }
 )  # fmt: skip
 REPAIR_KINDS = PROJECTION_KINDS | {ORPHAN_DROPPED, STRAY_DROPPED, PLACEHOLDER_ADDED}
@@ -91,7 +92,7 @@ def project(message: Mapping[str, Any], ids: Ids = NO_IDS, *, json_cap: int) -> 
     elif not isinstance(content, str):
         changes["content"] = _json(content)
         kinds.append(CONTENT_JSON)
-    calls = _project_tool_calls(message.get("tool_calls"), ids)
+    calls = _project_tool_calls(message.get("tool_calls"), ids, kinds)
     if calls is not None:
         changes["tool_calls"] = calls
     _project_fields(message, ids, changes, kinds)
@@ -137,18 +138,27 @@ def _project_fields(
         kinds.append(FIELD)
 
 
-def _project_tool_calls(tool_calls: object, ids: Ids) -> list[Any] | None:
+def _project_tool_calls(tool_calls: object, ids: Ids, kinds: list[str]) -> list[Any] | None:
     """``tool_calls`` stay verbatim (OpenAI shape included) unless an id must change."""
-    if not isinstance(tool_calls, list) or not (ids.call_map or ids.idless_calls):
+    if not isinstance(tool_calls, list) or not (
+        ids.call_map or ids.idless_calls or ids.repeated_calls
+    ):
         return None
     out: list[Any] = []
     idless = 0
+    seen: set[str] = set()
     for call in tool_calls:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(call, Mapping):
             out.append(call)
             continue
         raw = call.get("id") or call.get("tool_call_id")  # pyright: ignore[reportUnknownMemberType]
+        if usable(raw) and raw in seen:
+            # The same id twice in one message: providers refuse it, and pairing already
+            # reads both as one call (a second result for it is dropped as stray).
+            kinds.append(DUPLICATE_CALL)
+            continue
         if usable(raw):
+            seen.add(raw)  # type: ignore[arg-type]
             new = ids.call_map.get(raw)  # type: ignore[arg-type]
         else:
             new = ids.idless_calls[idless] if idless < len(ids.idless_calls) else None
@@ -164,6 +174,7 @@ class _IdCursor:
         self.ids = ids
         self.idless_calls = 0
         self.idless_results = 0
+        self.seen_calls: set[str] = set()
 
     def call(self, raw: object) -> str:
         if usable(raw):
@@ -188,6 +199,15 @@ def _project_blocks(
     out: list[Any] = []
     changed = False
     for block in content:
+        data = block_dict(block) if ids.repeated_calls else None
+        if data is not None and data.get("type") in CALL_BLOCK_TYPES:
+            raw = data.get("id")
+            if usable(raw) and raw in cursor.seen_calls:
+                kinds.append(DUPLICATE_CALL)
+                changed = True
+                continue
+            if usable(raw):
+                cursor.seen_calls.add(raw)  # type: ignore[arg-type]
         sent = _project_block(block, message, cursor, cap, kinds)
         changed = changed or sent is not block
         out.append(sent)

@@ -534,3 +534,44 @@ def test_a_prompt_after_a_tool_result_only_where_the_history_had_one() -> None:
     view = [history[0], history[1], {"role": "tool", "tool_call_id": "c1", "content": "[none]"},
             history[4]]  # fmt: skip
     assert check_view(view, history=interrupted) == [], "a repair is no split"
+
+
+async def test_an_id_declared_twice_in_one_message_is_sent_once() -> None:
+    manager = SimpleContextManager()
+    doubled = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "call_0", "tool": "read", "arguments": {"p": "a"}},
+            {"id": "call_0", "tool": "read", "arguments": {"p": "b"}},
+        ],
+    }
+    await manager.add_message({"role": "user", "content": "Read a and b."})
+    await manager.add_message(doubled)
+    await manager.add_message({"role": "tool", "tool_call_id": "call_0", "content": "A"})
+    await manager.add_message({"role": "tool", "tool_call_id": "call_0", "content": "B"})
+    view = await manager.get_messages_for_request()
+    [sent] = [m for m in view if m.get("tool_calls")]
+    assert [c["id"] for c in sent["tool_calls"]] == ["call_0"]
+    assert check_view(view, history=await manager.get_messages()) == []
+    assert any(r.startswith("duplicate-call-dropped:") for r in manager.view_repairs)
+    assert any("declared twice" in p for p in check_view([doubled]))
+
+
+def test_a_reminder_between_a_result_and_a_prompt_is_looked_through() -> None:
+    reminder = {"role": "user", "content": "<r/>", "metadata": {"source": "hook"}}
+    history = [
+        {"role": "user", "content": "P0"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c", "tool": "t", "arguments": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "out"},
+        {"role": "assistant", "content": "done"},
+        reminder,
+        {"role": "user", "content": "P1"},
+    ]
+    split = [history[0], history[1], history[2], reminder, history[5]]
+    assert any("directly follows a tool result" in p for p in check_view(split, history=history))
+    assert check_view(history, history=history) == []
