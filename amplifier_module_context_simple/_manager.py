@@ -93,8 +93,6 @@ class StateSnapshot:
     meter: object
     meter_stats: dict[str, Any] | None
     budget_gate: dict[str, Any] | None
-    meter_readings: int = 0
-    """How many readings the meter had accepted (tells a rollback what arrived since)."""
 
 
 class SimpleContextManager:
@@ -596,7 +594,6 @@ class SimpleContextManager:
             meter=self._meter.snapshot(),
             meter_stats=self._last_token_meter_stats,
             budget_gate=self._budget_gate.snapshot(),
-            meter_readings=self._meter.reading_count,
         )
 
     def restore(self, snapshot: StateSnapshot) -> None:

@@ -182,11 +182,12 @@ class MeasuredTransaction:
             self._answer = False
             return False
         if plan.escalated is None:
-            # Nothing staged: record the request as an ordinary one would (when still current).
-            manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
-            self._answer = True
-            await manager._emit_budget(self._budget)  # pyright: ignore[reportPrivateUsage]
-            return True
+            # Nothing staged: record the request as an ordinary one would, unless another
+            # request escalated meanwhile (this counted view is then not what would go out).
+            self._answer = manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
+            if self._answer:
+                await manager._emit_budget(self._budget)  # pyright: ignore[reportPrivateUsage]
+            return self._answer
         if not manager.is_current(plan):
             self._answer = False
             return False
@@ -220,9 +221,9 @@ class MeasuredTransaction:
     def _undo(self, before: StateSnapshot, plan: RequestPlan) -> None:
         """Put the compaction state back; keep meter readings that arrived since."""
         manager = self._manager
-        if manager.meter.reading_count != before.meter_readings:
-            before = replace(before, meter=manager.meter.snapshot())
-        manager.restore(before)
+        meter = manager.meter
+        manager.restore(replace(before, meter=meter.snapshot()))
+        meter.restore_keeping_readings(before.meter)
         stats = plan.stats
         logger.warning(
             "context-simple: the measured request was rolled back after context:compaction "

@@ -263,6 +263,11 @@ class _MeterState:
     anchor: tuple[int | None, int] | None
     pairs: tuple[tuple[int, int], ...]
     model: SizeModel
+    recent: tuple[int, ...] = ()
+
+
+RECENT_READINGS = 16
+"""Readings remembered by value, so a rollback can re-apply those that arrived meanwhile."""
 
 
 class TokenMeter:
@@ -299,6 +304,7 @@ class TokenMeter:
         self._anchor: tuple[int | None, int] | None = None
         self._pairs: tuple[tuple[int, int], ...] = ()
         self._model = IDENTITY
+        self._recent: tuple[int, ...] = ()
 
     # -- readings -------------------------------------------------------------------
 
@@ -325,6 +331,7 @@ class TokenMeter:
     def _record(self, reading: int) -> None:
         self._latest = reading
         self._count += 1
+        self._recent = (*self._recent, reading)[-RECENT_READINGS:]
         estimate = self._pending_estimate
         if estimate is not None:
             self._pending_estimate = None
@@ -457,6 +464,7 @@ class TokenMeter:
             anchor=self._anchor,
             pairs=self._pairs,
             model=self._model,
+            recent=self._recent,
         )
 
     def restore(self, snapshot: object) -> None:
@@ -473,6 +481,27 @@ class TokenMeter:
         self._anchor = snapshot.anchor
         self._pairs = snapshot.pairs
         self._model = snapshot.model
+        self._recent = snapshot.recent
+
+    def restore_keeping_readings(self, snapshot: object) -> None:
+        """Go back to ``snapshot`` and record again the readings accepted since it.
+
+        For a rollback: what the rolled-back request noted (the view it would have sent)
+        goes, while what the provider reported meanwhile is applied as if that request had
+        never been made (so a reading pairs with the view that really went out).
+        """
+        if not isinstance(snapshot, _MeterState):
+            raise TypeError(
+                f"restore: expected a snapshot from TokenMeter.snapshot(), got {type(snapshot)!r}"
+            )
+        arrived = self._count - snapshot.reading_count
+        readings = self._recent[-arrived:] if arrived > 0 else ()
+        claimed = self._claimed
+        self.restore(snapshot)
+        self._claimed = claimed
+        self._count += max(0, arrived - len(readings))
+        for reading in readings:
+            self._record(reading)
 
     def reset(self) -> None:
         """Forget readings, pairs and the model (the conversation was cleared or replaced).
@@ -487,6 +516,7 @@ class TokenMeter:
         self._anchor = None
         self._pairs = ()
         self._model = IDENTITY
+        self._recent = ()
 
 
 @dataclass(frozen=True)

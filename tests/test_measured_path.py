@@ -455,3 +455,39 @@ async def test_the_measured_payload_names_the_count_and_the_overhead() -> None:
     [event] = recorder.named("context:compaction")
     assert event["measured_tokens"] == result["measured_before"]
     assert event["overhead_tokens"] == TOOLS_OVERHEAD
+
+
+async def test_a_reading_during_a_rolled_back_delivery_answers_what_really_went_out() -> None:
+    manager, coordinator = await mounted()
+    twin, twin_coordinator = await mounted()
+    record = coordinator.get_capability("context.foreground_usage")()
+    twin_record = twin_coordinator.get_capability("context.foreground_usage")()
+    measured_view = coordinator.get_capability("context.measured_request_view")
+    result = await measured_view(
+        provider=None, retain_contents=[], count_view=Ref(manager).count_view
+    )
+    transaction = result["transaction"]
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        assert record(input_tokens=12_345)
+        transaction.rollback()
+        return HookResult(action="continue")
+
+    coordinator.hooks.register("context:compaction", on_compaction, name="canceller")
+    assert await transaction.commit() is False
+    # The twin never made the measured call and got the same reading.
+    assert twin_record(input_tokens=12_345)
+    assert manager.meter.pair_count == twin.meter.pair_count
+    assert manager.meter.size_model == twin.meter.size_model
+    view = await manager.get_messages_for_request()
+    assert without_timestamps(view) == without_timestamps(await twin.get_messages_for_request())
+    assert manager.token_meter_stats == twin.token_meter_stats
+
+
+async def test_a_not_needed_commit_after_another_request_escalated_is_refused() -> None:
+    manager, _ = await mounted(max_tokens=200_000)
+    result = await call(manager, Ref(manager))
+    assert result["outcome"] == "not_needed"
+    await manager.get_messages_for_request(token_budget=8_000)
+    assert manager.compaction_level > 0, "an ordinary request escalated meanwhile"
+    assert await result["transaction"].commit() is False
