@@ -34,10 +34,18 @@ class _Parameter:
     default: Any
 
 
-def _option(name: str, value_type: type, default: Any, text: str, panel: str, *flags: str) -> Any:
+def _option(
+    name: str, value_type: type, default: Any, text: str, panel: str, *flags: str
+) -> _Parameter:
+    """A parameter ``name``; any option but an on/off flag may be left out (``None``)."""
     option = typer.Option(*flags, help=text, rich_help_panel=panel)
     annotation = value_type if value_type is bool else value_type | None
     return _Parameter(name, Annotated[annotation, option], default)
+
+
+def _on_off(flag: str) -> str:
+    """``--notice`` -> ``--notice/--no-notice``: Click's declaration of an on/off flag."""
+    return f"{flag}/--no-{flag.removeprefix('--')}"
 
 
 _TRANSCRIPT = _Parameter(
@@ -59,7 +67,7 @@ _CONFIG = [
         spec.default,
         spec.help,
         _CONFIG_PANEL,
-        f"{spec.flag}/--no-{spec.flag[2:]}" if spec.value_type is bool else spec.flag,
+        _on_off(spec.flag) if spec.value_type is bool else spec.flag,
     )
     for spec in config_option_specs()
 ]
@@ -101,7 +109,7 @@ _INPUT = [
     ),
 ]
 _SHARED: list[_Parameter] = [_TRANSCRIPT, *_CONFIG, *_WINDOW, *_INPUT]
-_CONFIG_KEYS = frozenset(p.name for p in _CONFIG)
+_CONFIG_KEYS = tuple(p.name for p in _CONFIG)
 
 
 def shared_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -110,18 +118,10 @@ def shared_options(command: Callable[..., None]) -> Callable[..., None]:
     own = [p for p in signature.parameters.values() if p.name != "options"]
 
     def run(**given: Any) -> None:
+        # The parameters are named as SharedOptions' fields; the config ones go in one dict.
         shared = {p.name: given.pop(p.name) for p in _SHARED}
-        options = SharedOptions(
-            transcript=shared["transcript"],
-            config_values={key: shared[key] for key in _CONFIG_KEYS},
-            context_window=shared["context_window"],
-            max_output_tokens=shared["max_output_tokens"],
-            model=shared["model"],
-            strict=shared["strict"],
-            seed=shared["seed"],
-            messages=shared["messages"],
-        )
-        command(options, **given)
+        config_values = {key: shared.pop(key) for key in _CONFIG_KEYS}
+        command(SharedOptions(config_values=config_values, **shared), **given)
 
     added = [
         inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._config import ContextConfig
+from .. import ContextConfig
 from .host_check import HOST_CHECK_RUN
 from .simulation import Window
 
-__all__ = ["CompactionRecord", "ReplayReport", "RequestRecord", "trigger_tokens"]
+__all__ = ["CompactionRecord", "ReplayReport", "RequestRecord"]
 
 
 @dataclass
@@ -123,7 +123,7 @@ class ReplayReport:
             "budget": effective,
             "budget_source": budget.get("source"),
             "budget_capped": bool(budget.get("capped", False)),
-            "trigger_tokens": trigger_tokens(self.config, effective),
+            "trigger_tokens": int(self.config.trigger(effective)),
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -138,8 +138,3 @@ class ReplayReport:
             "requests": [asdict(r) for r in self.requests],
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
         }
-
-
-def trigger_tokens(config: ContextConfig, effective_budget: int) -> int:
-    """The view size at which compaction fires, in whole tokens."""
-    return int(config.trigger(effective_budget))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import ContextConfig
 from .._budget import SAFETY_MARGIN_TOKENS
-from .._config import ContextConfig
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
