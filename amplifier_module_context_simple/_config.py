@@ -12,6 +12,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+# Exports the validated settings record and the choices its keys accept.
+__all__ = [
+    "MIN_TOOL_RESULT_BYTES",
+    "NOTICE_VERBOSITIES",
+    "TOKEN_FAMILIES",
+    "TOKEN_METER_MODES",
+    "ContextConfig",
+]
+
 logger = logging.getLogger(__name__)
 
 MIN_TOOL_RESULT_BYTES = 205
@@ -59,6 +68,28 @@ class ContextConfig:
             )
         values = {name: _VALIDATORS[name](name, raw[name]) for name in known if name in raw}
         return cls(**values)
+
+    # The rules derived from the settings, in one place: the manager, the replay tool and the
+    # benchmarks all call these, so none of them can drift from the others.
+
+    @property
+    def notice_reserve(self) -> int:
+        """Tokens held back for the compaction notice: its reserve while the notice is on."""
+        return self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
+
+    def usable_budget(self, effective: int) -> int:
+        """The part of the ``effective`` budget a view may fill: less the notice reserve."""
+        reserve = self.notice_reserve
+        # A reserve that would leave nothing is ignored rather than making every request fail.
+        return effective - reserve if reserve < effective else effective
+
+    def trigger(self, effective: int) -> float:
+        """The view size at or above which compaction fires: ``compact_threshold`` of usable."""
+        return self.compact_threshold * self.usable_budget(effective)
+
+    def target(self, effective: int) -> int:
+        """The view size compaction aims for: ``target_usage`` of the usable budget."""
+        return int(self.target_usage * self.usable_budget(effective))
 
 
 def _is_int(value: object) -> bool:

@@ -37,6 +37,16 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# Exports the token estimator, its tokenizer families and the overheads it counts.
+__all__ = [
+    "FAMILIES",
+    "MESSAGE_OVERHEAD",
+    "REDACTED_THINKING_TOKENS",
+    "TOOL_CALL_OVERHEAD",
+    "estimate_message_tokens",
+    "family_for_model",
+]
+
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
 MESSAGE_OVERHEAD = 4

@@ -11,6 +11,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+# Exports the event names and the one routine that emits them.
+__all__ = [
+    "BUDGET",
+    "COMPACTION",
+    "EVENTS",
+    "INGRESS_TRUNCATED",
+    "POST_COMPACT",
+    "PRE_COMPACT",
+    "safe_emit",
+]
+
 logger = logging.getLogger(__name__)
 
 BUDGET = "context:budget"

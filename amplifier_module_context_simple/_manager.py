@@ -509,9 +509,7 @@ class SimpleContextManager:
         return self._meter.size_model_for(estimate)
 
     def _usable_budget(self, effective: int) -> int:
-        reserve = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
-        # A reserve that would leave nothing is ignored rather than making every request fail.
-        return effective - reserve if reserve < effective else effective
+        return self.config.usable_budget(effective)
 
     def _escalate(
         self,

@@ -19,12 +19,53 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+# Exports the message vocabulary: roles, block types, view-marker keys, and the readers.
+__all__ = [
+    "CALL_BLOCK_TYPES",
+    "IMAGE_BLOCK_TYPES",
+    "LOADED_TOOLS_KEY",
+    "NON_HUMAN_SOURCES",
+    "ORIGINAL_LENGTH_KEY",
+    "ORIGINAL_TOKENS_KEY",
+    "REPAIRED_KEY",
+    "RESULT_BLOCK_TYPES",
+    "ROLES",
+    "STUBBED_KEY",
+    "THINKING_BLOCK_TYPES",
+    "TRUNCATED_KEY",
+    "Message",
+    "ToolPairing",
+    "block_dict",
+    "blocks",
+    "call_ids",
+    "carries_loaded_tools",
+    "describe",
+    "has_image",
+    "has_thinking",
+    "is_human_prompt",
+    "is_tool_result",
+    "metadata",
+    "pair_messages",
+    "read_block",
+    "result_ids",
+    "validate_message",
+]
+
 ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
 CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
 RESULT_BLOCK_TYPES = frozenset({"tool_result"})
 THINKING_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking", "reasoning"})
 NON_HUMAN_SOURCES = frozenset({"hook", "context-compaction"})
 LOADED_TOOLS_KEY = "openai:tool_search_items"
+# The keys a view adds to a message it changed, so readers can tell what the view did to it.
+TRUNCATED_KEY = "_truncated"
+"""On a tool result the view shortened; ``ORIGINAL_TOKENS_KEY`` holds its estimate before."""
+ORIGINAL_TOKENS_KEY = "_original_tokens"
+STUBBED_KEY = "_stubbed"
+"""On a user message the view replaced by a stub; ``ORIGINAL_LENGTH_KEY`` holds its length."""
+ORIGINAL_LENGTH_KEY = "_original_length"
+REPAIRED_KEY = "_repaired"
+"""On a placeholder result the view added for a call that never got one."""
 
 Message = dict[str, Any]
 

@@ -15,8 +15,40 @@ from typing import Any
 
 from ._decisions import CompactionStats, Decisions
 from ._history import Facts, HistoryIndex
-from ._messages import RESULT_BLOCK_TYPES, block_dict, blocks
+from ._messages import (
+    ORIGINAL_LENGTH_KEY,
+    ORIGINAL_TOKENS_KEY,
+    REPAIRED_KEY,
+    RESULT_BLOCK_TYPES,
+    STUBBED_KEY,
+    TRUNCATED_KEY,
+    block_dict,
+    blocks,
+)
 from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
+
+# Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
+__all__ = [
+    "NOTICE_SOURCE",
+    "PLACEHOLDER_RESULT",
+    "STUB_HEAD_CHARS",
+    "STUB_TEMPLATE",
+    "TRUNCATION_MARKER",
+    "Message",
+    "NoticeFigures",
+    "RenderResult",
+    "can_truncate",
+    "notice",
+    "notice_message",
+    "open_tail_call",
+    "placeholder",
+    "render_range",
+    "stubbed",
+    "system_part",
+    "text_of",
+    "truncated",
+    "without_results",
+]
 
 TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
 STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
@@ -74,7 +106,12 @@ def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int)
         content = [_short_result(b, short) for b in result_blocks]
         if message.get("role") == "tool" and message.get("tool_call_id"):
             content = [{"type": "text", "text": short}, *content]
-    return {**message, "content": content, "_truncated": True, "_original_tokens": original_tokens}
+    return {
+        **message,
+        "content": content,
+        TRUNCATED_KEY: True,
+        ORIGINAL_TOKENS_KEY: original_tokens,
+    }
 
 
 def _short_result(block: Mapping[str, Any], short: str) -> dict[str, Any]:
@@ -89,8 +126,8 @@ def stubbed(message: Mapping[str, Any]) -> Message:
     return {
         **message,
         "content": STUB_TEMPLATE.format(head=head),
-        "_stubbed": True,
-        "_original_length": len(text),
+        STUBBED_KEY: True,
+        ORIGINAL_LENGTH_KEY: len(text),
     }
 
 
@@ -99,7 +136,7 @@ def placeholder(call_id: str) -> Message:
         "role": "tool",
         "tool_call_id": call_id,
         "content": PLACEHOLDER_RESULT,
-        "_repaired": True,
+        REPAIRED_KEY: True,
     }
 
 

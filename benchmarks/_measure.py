@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple._example_session import generate_session
+from amplifier_module_context_simple.replay.example_session import generate_session
 
 T = TypeVar("T")
 Message = dict[str, Any]
@@ -187,14 +187,9 @@ def estimated_tokens(manager: SimpleContextManager) -> int:
 
 def escalation_budget(estimated: int, manager: SimpleContextManager) -> int:
     """The explicit budget whose trigger is ``estimated / OVER_TRIGGER``."""
-    reserve = manager.compaction_notice_token_reserve if manager.compaction_notice_enabled else 0
-    return math.ceil(estimated / (OVER_TRIGGER * manager.compact_threshold)) + reserve
-
-
-def _trigger(budget: int, manager: SimpleContextManager) -> float:
-    reserve = manager.compaction_notice_token_reserve if manager.compaction_notice_enabled else 0
-    usable = budget - reserve if reserve < budget else budget
-    return manager.compact_threshold * usable
+    config = manager.config
+    # The inverse of ``config.trigger``: the usable part the trigger needs, plus the reserve.
+    return math.ceil(estimated / (OVER_TRIGGER * config.compact_threshold)) + config.notice_reserve
 
 
 def _deep_sizeof(root: object) -> int:
@@ -336,7 +331,7 @@ async def measure_size(size: int, *, quick: bool = False) -> dict[str, Any]:
     # 5. the first escalation
     estimated = estimated_tokens(main)
     budget = escalation_budget(estimated, main)
-    trigger = _trigger(budget, main)
+    trigger = main.config.trigger(budget)
     checks["escalation_budget"] = budget
     checks["escalation_over_trigger"] = estimated / trigger
     esc_runs: list[float] = []

@@ -14,18 +14,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from amplifier_module_context_simple import SimpleContextManager, check_view
-from amplifier_module_context_simple import _report as report_module
-from amplifier_module_context_simple import cli as cli_module
-from amplifier_module_context_simple._config import ContextConfig
-from amplifier_module_context_simple._report import (
-    HOST_CHECK_NOT_RUN,
-    HOST_CHECK_RUN,
-    ReplayError,
-    replay,
-)
-from amplifier_module_context_simple._transcripts import LoadedTranscript
-from amplifier_module_context_simple.cli import app
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager, check_view
+from amplifier_module_context_simple.replay import cli as cli_module
+from amplifier_module_context_simple.replay import engine as engine_module
+from amplifier_module_context_simple.replay import inputs as inputs_module
+from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.engine import ReplayError, replay
+from amplifier_module_context_simple.replay.host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN
+from amplifier_module_context_simple.replay.transcripts import LoadedTranscript
 
 from .conftest import CORPUS_DIR
 
@@ -283,7 +279,7 @@ def test_strict_fails_on_the_bad_line(tmp_path: Path) -> None:
 
 def test_a_message_the_manager_rejects(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = LoadedTranscript([{"role": "user", "content": 42}], "openai-chat", [])
-    monkeypatch.setattr(cli_module, "load_transcript", lambda *a, **k: bad)
+    monkeypatch.setattr(inputs_module, "load_transcript", lambda *a, **k: bad)
     assert_one_line_error(run("replay", "whatever.jsonl"), "message 1", "rejected")
 
 
@@ -316,7 +312,7 @@ async def test_valid_column_includes_the_host_model(monkeypatch: pytest.MonkeyPa
     assert good.report.summary()["host_check"] == HOST_CHECK_RUN
     assert [(r.valid, r.host_valid) for r in good.report.requests] == [(True, True)] * 2
 
-    monkeypatch.setattr(report_module, "SimpleContextManager", _HostRefusedView)
+    monkeypatch.setattr(engine_module, "SimpleContextManager", _HostRefusedView)
     bad = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report
     for r in bad.requests:
         assert check_view([{"role": "user", "content": "x", "metadata": {1: "k"}}]) == []
@@ -336,7 +332,7 @@ async def test_host_refusal_names_the_block(monkeypatch: pytest.MonkeyPatch) -> 
             part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
             return [*view, {"role": "user", "content": [part], "metadata": {"source": "hook"}}]
 
-    monkeypatch.setattr(report_module, "SimpleContextManager", ImageUrlView)
+    monkeypatch.setattr(engine_module, "SimpleContextManager", ImageUrlView)
     record = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report.requests[0]
     assert record.host_valid is False
     (problem,) = [v for v in record.violations if "host" in v]
@@ -352,7 +348,7 @@ async def test_check_view_sees_the_whole_history(monkeypatch: pytest.MonkeyPatch
         seen.append(len(history))
         return check_view(view, history=history)
 
-    monkeypatch.setattr(report_module, "check_view", spy)
+    monkeypatch.setattr(engine_module, "check_view", spy)
     messages = [{"role": "system", "content": "Be brief."}, *CHAT_MESSAGES, *CHAT_MESSAGES]
     await replay(messages, config=ContextConfig(), window=None)
     # A view before each assistant message, each checked against every message added so far.
@@ -368,7 +364,7 @@ async def test_without_amplifier_core_the_host_check_is_not_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _without_host(monkeypatch)
-    monkeypatch.setattr(report_module, "SimpleContextManager", _HostRefusedView)
+    monkeypatch.setattr(engine_module, "SimpleContextManager", _HostRefusedView)
     report = (await replay(CHAT_MESSAGES, config=ContextConfig(), window=None)).report
     assert report.summary()["host_check"] == HOST_CHECK_NOT_RUN
     assert report.summary()["host_invalid_views"] == 0
@@ -465,7 +461,7 @@ def test_plot_rejects_other_formats(tmp_path: Path) -> None:
 def test_console_script_and_module_entry_points() -> None:
     scripts = importlib.metadata.entry_points(group="console_scripts")
     assert [e.value for e in scripts if e.name == "context-simple"] == [
-        "amplifier_module_context_simple.cli:main"
+        "amplifier_module_context_simple.replay.cli:main"
     ]
     done = subprocess.run(
         [sys.executable, "-m", "amplifier_module_context_simple", "replay", *SMALL, "--json"],
@@ -493,7 +489,7 @@ def test_the_cli_runs_where_amplifier_core_is_not_installed(tmp_path: Path) -> N
     path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
     code = (
         "import sys; sys.modules['amplifier_core'] = None; "
-        "from amplifier_module_context_simple.cli import main; "
+        "from amplifier_module_context_simple.replay.cli import main; "
         f"sys.argv = ['context-simple', 'replay', {str(path)!r}, '--json']; main()"
     )
     done = subprocess.run(

@@ -109,3 +109,15 @@ def test_config_is_frozen() -> None:
 def test_constructor_validates_like_mount() -> None:
     with pytest.raises(ValueError, match="target_usage"):
         SimpleContextManager(target_usage=0)
+
+
+def test_derived_budget_rules() -> None:
+    config = ContextConfig(compact_threshold=0.8, target_usage=0.5)
+    assert config.notice_reserve == 800
+    assert config.usable_budget(10_800) == 10_000  # the notice reserve is held back
+    assert config.trigger(10_800) == pytest.approx(8_000)
+    assert config.target(10_800) == 5_000
+    # A reserve that would leave nothing is ignored; with the notice off there is none.
+    assert config.usable_budget(800) == config.usable_budget(500) + 300 == 800
+    quiet = ContextConfig(compaction_notice_enabled=False)
+    assert quiet.notice_reserve == 0 and quiet.usable_budget(10_800) == 10_800

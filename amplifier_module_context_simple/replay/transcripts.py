@@ -1,4 +1,4 @@
-"""Loading recorded conversations for the CLI.
+"""Loading recorded conversations for the replay tool.
 
 Two line-per-message formats are read:
 
@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._messages import ROLES
+
 __all__ = [
     "RAW_ARGUMENTS_KEY",
     "LineError",
@@ -39,8 +41,6 @@ __all__ = [
 ]
 
 TRANSCRIPT_NAME = "transcript.jsonl"
-# The roles amplifier_core.message_models.Message accepts; any other role aborts a host turn.
-_ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
 _AMPLIFIER_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_call", "tool_use"})
 RAW_ARGUMENTS_KEY = "_raw"
 """Key under which call arguments that are not a JSON object are kept, as their JSON text."""
@@ -188,7 +188,8 @@ def _shape_problem(m: dict[str, Any]) -> str:
     role = m.get("role")
     if role is None:
         return "no 'role' key"
-    if role not in _ROLES:
+    # The roles the host's Message model accepts; any other role aborts a host turn.
+    if role not in ROLES:
         return f"unknown role {role!r}"
     content = m.get("content")
     if content is not None and not isinstance(content, str | list):

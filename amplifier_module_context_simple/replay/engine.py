@@ -1,0 +1,231 @@
+"""Replaying a conversation through a real ``SimpleContextManager``, request by request.
+
+A replay does what an orchestrator does: before every assistant message it asks the manager
+for a view, then adds the assistant message; every other message is simply added. Each request
+is recorded (``report.RequestRecord``) with the history and view sizes, the budget in force,
+what compaction changed and whether the view is valid and prefix-stable.
+
+"Valid" means both checks an orchestrator's request goes through: ``check_view(view,
+history=...)`` against the whole history so far (pairing, unique ids, the turn invariants), and
+the host's own model (``host_check``), where amplifier-core is installed.
+
+No third-party dependency: the command line, tables and plots live in the sibling modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import ContextConfig, SimpleContextManager, check_view, estimate_message_tokens
+from .. import _events as events
+from .._estimate import family_for_model
+from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
+from .report import CompactionRecord, ReplayReport, RequestRecord
+from .simulation import SimulatedProvider, Window
+from .view import is_notice
+
+__all__ = ["ReplayError", "ReplayOutcome", "replay"]
+
+_PACKAGE_LOGGER = "amplifier_module_context_simple"
+_MAX_WARNINGS = 20
+
+
+class ReplayError(Exception):
+    """The replay cannot go on (a message the manager rejects); the text is one line."""
+
+
+class _Recorder:
+    """The hooks object handed to the manager: keeps every event it emits."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def emit(self, event: str, data: dict[str, Any]) -> None:
+        self.events.append((event, data))
+
+
+class _WarningCollector(logging.Handler):
+    """Collects the module's log warnings so they are reported instead of interleaved."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage().splitlines()[0] if record.getMessage() else ""
+        self.seen[text] = self.seen.get(text, 0) + 1
+
+
+@dataclass
+class ReplayOutcome:
+    report: ReplayReport
+    view: list[dict[str, Any]] | None
+    """The view of the request the replay stopped at (``stop_at``), else ``None``."""
+    history: list[dict[str, Any]]
+    """The manager's history when the replay ended."""
+
+
+async def replay(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    config: ContextConfig,
+    window: Window | None,
+    source: dict[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+    stop_at: int | None = None,
+) -> ReplayOutcome:
+    """Feed ``messages`` through a manager and report on every request.
+
+    With ``stop_at`` (a 1-based request number) the replay stops right after that request
+    and the outcome carries its view; otherwise the whole conversation is replayed. Raises
+    :class:`ReplayError` when the manager refuses a message.
+    """
+    report = ReplayReport(source=dict(source or {}), config=config, window=window)
+    recorder = _Recorder()
+    manager = SimpleContextManager(**asdict(config), hooks=recorder)
+    provider = SimulatedProvider(window) if window is not None else None
+    family = config.token_family or family_for_model(window.model if window else None)
+    report.token_family = family
+    known: dict[int, int] = {}  # id(history dict) -> tokens; history keeps the dicts alive
+    previous_prefix: Sequence[Mapping[str, Any]] | None = None
+    host = HostModelCheck()
+    report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
+    collector = _WarningCollector()
+    package_logger = logging.getLogger(_PACKAGE_LOGGER)
+    package_logger.addHandler(collector)
+    try:
+        for position, message in enumerate(messages):
+            if message.get("role") == "assistant":
+                seen = len(recorder.events)
+                view = await manager.get_messages_for_request(provider=provider)
+                fresh = recorder.events[seen:]
+                record = _record(report, manager.messages, host, view, fresh, known, family)
+                record.request = len(report.requests) + 1
+                record.at_message = position
+                record.level = manager.compaction_level
+                record.prefix_stable = _extends(previous_prefix, view, record.notice)
+                report.requests.append(record)
+                _note_compaction(report, record, fresh)
+                previous_prefix = view[:-1] if record.notice else view
+                if stop_at is not None and record.request == stop_at:
+                    _finish(report, collector, recorder)
+                    return ReplayOutcome(report, view, list(manager.messages))
+            try:
+                await manager.add_message(dict(message))
+            except (TypeError, ValueError) as exc:
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ReplayError(
+                    f"message {position + 1} was rejected by the context manager: {text}"
+                ) from None
+            stored = manager.messages[-1]
+            tokens = estimate_message_tokens(stored, family=family)
+            known[id(stored)] = tokens
+            report.history_messages += 1
+            report.history_tokens += tokens
+            if progress is not None:
+                progress(1)
+    finally:
+        package_logger.removeHandler(collector)
+    _finish(report, collector, recorder)
+    return ReplayOutcome(report, None, list(manager.messages))
+
+
+def _finish(report: ReplayReport, collector: _WarningCollector, recorder: _Recorder) -> None:
+    report.ingress_truncations = sum(
+        1 for name, _ in recorder.events if name == events.INGRESS_TRUNCATED
+    )
+    report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
+
+
+def _record(
+    report: ReplayReport,
+    history: Sequence[Mapping[str, Any]],
+    host: HostModelCheck,
+    view: list[dict[str, Any]],
+    fresh: list[tuple[str, dict[str, Any]]],
+    known: dict[int, int],
+    family: str | None,
+) -> RequestRecord:
+    for name, data in fresh:
+        if name == events.BUDGET:
+            report.budget_event = dict(data)
+    budget = report.budget_event or {}
+    effective = int(budget.get("effective_budget", 0))
+    view_tokens = 0
+    for m in view:
+        cached = known.get(id(m))
+        view_tokens += cached if cached is not None else estimate_message_tokens(m, family=family)
+    notice = bool(view) and is_notice(view[-1])
+    repaired = sum(1 for m in view if m.get(REPAIRED_KEY))
+    compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
+    # The whole history: the turn invariants compare the view's structure with the history's
+    # (where a prompt follows a tool result, how the active turn opens), which no digest of a
+    # few marked messages can stand in for. Measured: ~2 ms a request at 10,000 messages.
+    violations = check_view(view, history=history)
+    host_problems = host.check(view, known)
+    violations += host_problems or []
+    return RequestRecord(
+        request=0,
+        at_message=0,
+        history_messages=len(history),
+        history_tokens=report.history_tokens,
+        view_messages=len(view),
+        view_tokens=view_tokens,
+        budget=effective,
+        budget_source=str(budget.get("source", "")),
+        utilisation=round(view_tokens / effective, 4) if effective else 0.0,
+        level=0,
+        compacted=compaction is not None,
+        removed=int(compaction["messages_removed"]) if compaction else 0,
+        truncated=int(compaction["messages_truncated"]) if compaction else 0,
+        stubbed=int(compaction["user_messages_stubbed"]) if compaction else 0,
+        left_out=len(history) - (len(view) - int(notice) - repaired),
+        shortened=sum(1 for m in view if m.get(TRUNCATED_KEY)),
+        stubs=sum(1 for m in view if m.get(STUBBED_KEY)),
+        repaired=repaired,
+        notice=notice,
+        valid=not violations,
+        host_valid=None if host_problems is None else not host_problems,
+        violations=violations,
+        prefix_stable=True,
+    )
+
+
+def _extends(
+    previous: Sequence[Mapping[str, Any]] | None, view: Sequence[Mapping[str, Any]], notice: bool
+) -> bool:
+    """Whether the view without its notice begins with ``previous`` (the first always does)."""
+    if previous is None:
+        return True
+    prefix = view[:-1] if notice else view
+    return len(prefix) >= len(previous) and all(
+        a is b or a == b for a, b in zip(previous, prefix, strict=False)
+    )
+
+
+def _note_compaction(
+    report: ReplayReport, record: RequestRecord, fresh: list[tuple[str, dict[str, Any]]]
+) -> None:
+    for name, data in fresh:
+        if name != events.COMPACTION:
+            continue
+        report.compactions.append(
+            CompactionRecord(
+                request=record.request,
+                at_message=record.at_message,
+                level=int(data["strategy_level"]),
+                before_tokens=int(data["before_tokens"]),
+                after_tokens=int(data["after_tokens"]),
+                before_messages=int(data["before_messages"]),
+                after_messages=int(data["after_messages"]),
+                removed=int(data["messages_removed"]),
+                truncated=int(data["messages_truncated"]),
+                stubbed=int(data["user_messages_stubbed"]),
+                target_tokens=int(data["target_tokens"]),
+                budget=int(data["budget"]),
+            )
+        )

@@ -1,0 +1,136 @@
+"""The options ``replay`` and ``inspect`` share, declared once.
+
+:func:`shared_options` adds them to a command: the command declares only its own parameters
+and receives the shared ones as one :class:`~.inputs.SharedOptions`. Typer reads a command's
+parameters from its signature, so the decorator gives the command a signature with the shared
+parameters appended (after the command's own, which keeps each help panel's order). The
+context-config options come from ``config_options.CONFIG_OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from .config_options import config_option_specs
+from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
+from .simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
+
+__all__ = ["shared_options"]
+
+_CONFIG_PANEL = "Context config"
+_PROVIDER_PANEL = "Simulated provider"
+_INPUT_PANEL = "Input"
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    name: str
+    annotation: Any
+    default: Any
+
+
+def _option(
+    name: str, value_type: type, default: Any, text: str, panel: str, *flags: str
+) -> _Parameter:
+    """A parameter ``name``; any option but an on/off flag may be left out (``None``)."""
+    option = typer.Option(*flags, help=text, rich_help_panel=panel)
+    annotation = value_type if value_type is bool else value_type | None
+    return _Parameter(name, Annotated[annotation, option], default)
+
+
+def _on_off(flag: str) -> str:
+    """``--notice`` -> ``--notice/--no-notice``: Click's declaration of an on/off flag."""
+    return f"{flag}/--no-{flag.removeprefix('--')}"
+
+
+_TRANSCRIPT = _Parameter(
+    "transcript",
+    Annotated[
+        str | None,
+        typer.Argument(
+            help="transcript.jsonl, a session directory, OpenAI-style chat JSONL, or - for "
+            "stdin. Omit it to replay the built-in example session.",
+            show_default=False,
+        ),
+    ],
+    None,
+)
+_CONFIG = [
+    _option(
+        spec.key,
+        spec.value_type,
+        spec.default,
+        spec.help,
+        _CONFIG_PANEL,
+        _on_off(spec.flag) if spec.value_type is bool else spec.flag,
+    )
+    for spec in config_option_specs()
+]
+_WINDOW = [
+    _option(
+        "context_window",
+        int,
+        None,
+        "Simulate a provider window of N tokens "
+        f"(built-in example: {EXAMPLE_WINDOW.context_window}).",
+        _PROVIDER_PANEL,
+    ),
+    _option(
+        "max_output_tokens",
+        int,
+        None,
+        f"The model's max output tokens [{DEFAULT_MAX_OUTPUT}].",
+        _PROVIDER_PANEL,
+    ),
+    _option(
+        "model", str, None, "Model name: picks the estimator's tokenizer family.", _PROVIDER_PANEL
+    ),
+]
+_INPUT = [
+    _option(
+        "strict",
+        bool,
+        False,
+        "Fail on the first unusable line instead of skipping it.",
+        _INPUT_PANEL,
+    ),
+    _option("seed", int, None, f"Built-in example: random seed [{EXAMPLE_SEED}].", _INPUT_PANEL),
+    _option(
+        "messages",
+        int,
+        None,
+        f"Built-in example: number of messages [{EXAMPLE_MESSAGES}].",
+        _INPUT_PANEL,
+    ),
+]
+_SHARED: list[_Parameter] = [_TRANSCRIPT, *_CONFIG, *_WINDOW, *_INPUT]
+_CONFIG_KEYS = tuple(p.name for p in _CONFIG)
+
+
+def shared_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(options: SharedOptions, **own)`` as a Typer command with the shared options."""
+    signature = inspect.signature(command, eval_str=True)  # Typer needs the real types
+    own = [p for p in signature.parameters.values() if p.name != "options"]
+
+    def run(**given: Any) -> None:
+        # The parameters are named as SharedOptions' fields; the config ones go in one dict.
+        shared = {p.name: given.pop(p.name) for p in _SHARED}
+        config_values = {key: shared.pop(key) for key in _CONFIG_KEYS}
+        command(SharedOptions(config_values=config_values, **shared), **given)
+
+    added = [
+        inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
+                          annotation=p.annotation)
+        for p in _SHARED
+    ]  # fmt: skip
+    run.__signature__ = inspect.Signature([*own, *added])  # type: ignore[attr-defined]
+    run.__name__ = command.__name__
+    run.__qualname__ = command.__qualname__
+    run.__doc__ = command.__doc__
+    run.__module__ = command.__module__
+    return run

@@ -1,0 +1,140 @@
+"""What a replay found: one record per request and per compaction, and the report of them.
+
+Token figures are the module's own estimates (the same estimator and tokenizer family the
+manager uses for its decisions), not provider counts. ``ReplayReport.as_json()`` is the
+``--json`` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .. import ContextConfig
+from .host_check import HOST_CHECK_RUN
+from .simulation import Window
+
+__all__ = ["CompactionRecord", "ReplayReport", "RequestRecord"]
+
+
+@dataclass
+class RequestRecord:
+    """One request: what the history held and what the view sent."""
+
+    request: int
+    """1-based request number."""
+    at_message: int
+    """0-based position (in the replayed messages) of the assistant message that followed."""
+    history_messages: int
+    history_tokens: int
+    view_messages: int
+    view_tokens: int
+    budget: int
+    budget_source: str
+    utilisation: float
+    """view_tokens / budget."""
+    level: int
+    compacted: bool
+    """An escalation happened at this request (the figures below are what it added)."""
+    removed: int
+    truncated: int
+    stubbed: int
+    left_out: int
+    """History messages not in the view, in total (sticky decisions included)."""
+    shortened: int
+    """Truncated tool results in the view, in total."""
+    stubs: int
+    repaired: int
+    """Placeholder results for calls that never got one."""
+    notice: bool
+    valid: bool
+    """No ``check_view`` violation, and the host model accepts the view (when it was run)."""
+    host_valid: bool | None
+    """The host's ``Message`` / ``ChatRequest`` models accept the view; ``None``: not run."""
+    violations: list[str]
+    """``check_view``'s violations, then the host model's objections."""
+    prefix_stable: bool
+    """The view without its notice begins with the previous view without its notice."""
+
+
+@dataclass
+class CompactionRecord:
+    """One escalation, from its ``context:compaction`` event."""
+
+    request: int
+    at_message: int
+    level: int
+    before_tokens: int
+    after_tokens: int
+    before_messages: int
+    after_messages: int
+    removed: int
+    truncated: int
+    stubbed: int
+    target_tokens: int
+    budget: int
+    """The usable budget the ladder worked against (the budget less the notice reserve)."""
+
+
+@dataclass
+class ReplayReport:
+    """Everything a replay found; ``as_json()`` is the ``--json`` document."""
+
+    source: dict[str, Any]
+    config: ContextConfig
+    window: Window | None
+    token_family: str | None = None
+    requests: list[RequestRecord] = field(default_factory=list[RequestRecord])
+    compactions: list[CompactionRecord] = field(default_factory=list[CompactionRecord])
+    budget_event: dict[str, Any] | None = None
+    ingress_truncations: int = 0
+    warnings: dict[str, int] = field(default_factory=dict[str, int])
+    history_messages: int = 0
+    history_tokens: int = 0
+    host_check: str = HOST_CHECK_RUN
+    """``HOST_CHECK_RUN``, or ``HOST_CHECK_NOT_RUN`` when amplifier-core is not installed."""
+
+    def summary(self) -> dict[str, Any]:
+        requests = self.requests
+        utilisation = [r.utilisation for r in requests]
+        budget = self.budget_event or {}
+        effective = int(budget.get("effective_budget", 0))
+        return {
+            "messages": self.history_messages,
+            "history_tokens": self.history_tokens,
+            "requests": len(requests),
+            "compactions": len(self.compactions),
+            "final_level": requests[-1].level if requests else 0,
+            "max_utilisation": round(max(utilisation, default=0.0), 4),
+            "mean_utilisation": round(sum(utilisation) / len(utilisation), 4)
+            if utilisation
+            else 0.0,
+            "peak_view_tokens": max((r.view_tokens for r in requests), default=0),
+            "tokens_saved": sum(r.history_tokens - r.view_tokens for r in requests),
+            "final_tokens_saved": (
+                requests[-1].history_tokens - requests[-1].view_tokens if requests else 0
+            ),
+            "prefix_stable_requests": sum(r.prefix_stable for r in requests),
+            "invalid_views": sum(not r.valid for r in requests),
+            "host_check": self.host_check,
+            "host_invalid_views": sum(r.host_valid is False for r in requests),
+            "over_budget_requests": sum(r.view_tokens > r.budget for r in requests),
+            "ingress_truncations": self.ingress_truncations,
+            "budget": effective,
+            "budget_source": budget.get("source"),
+            "budget_capped": bool(budget.get("capped", False)),
+            "trigger_tokens": int(self.config.trigger(effective)),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "config": asdict(self.config),
+            "window": asdict(self.window) if self.window else None,
+            "token_family": self.token_family,
+            "budget": self.budget_event,
+            "summary": self.summary(),
+            "compactions": [asdict(c) for c in self.compactions],
+            "requests": [asdict(r) for r in self.requests],
+            "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
+        }
