@@ -127,12 +127,14 @@ def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str,
 class RenderResult:
     """A rendered stretch of history: the messages, their token total and what was repaired."""
 
-    __slots__ = ("messages", "repaired", "tokens")
+    __slots__ = ("messages", "rendered", "repaired", "tokens")
 
     def __init__(self) -> None:
         self.messages: list[Mapping[str, Any]] = []
         self.tokens = 0
         self.repaired: list[str] = []
+        self.rendered = 0
+        """How many history messages were rendered into it (placeholders not counted)."""
 
 
 def render_range(
@@ -207,6 +209,7 @@ def _emit(
         message = fact.sent
         out.tokens += fact.tokens
     out.messages.append(message)
+    out.rendered += 1
     out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
 
 

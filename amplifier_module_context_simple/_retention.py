@@ -7,14 +7,20 @@ budget itself and fail closed, typed, when even the protected set cannot fit.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_REPLANS",
+    "check_fits",
+    "context_length_error",
+    "get_messages_for_request_retaining",
+    "resolve_retained",
+]
+
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._messages import metadata
-
-if TYPE_CHECKING:
-    from ._manager import RequestPlan, SimpleContextManager
-
+from ._planner import RequestPlan
+from ._session import Pipeline
 
 MAX_REPLANS = 3
 
@@ -85,7 +91,7 @@ def check_fits(plan: RequestPlan) -> None:
 
 
 async def get_messages_for_request_retaining(
-    manager: SimpleContextManager,
+    pipeline: Pipeline,
     *,
     retain_contents: Iterable[str],
     provider: Any = None,
@@ -93,14 +99,14 @@ async def get_messages_for_request_retaining(
     hard_fit: bool = False,
 ) -> list[dict[str, Any]]:
     wanted = retain_contents if isinstance(retain_contents, str) else list(retain_contents)
-    retained = resolve_retained(manager.messages, wanted)
+    host = pipeline.host
+    retained = resolve_retained(host.messages, wanted)
     for _ in range(MAX_REPLANS):
-        plan = await manager._plan_request(  # pyright: ignore[reportPrivateUsage]
-            token_budget=token_budget, provider=provider, retained=retained, hard_fit=hard_fit
-        )
+        scope = await pipeline.scope(token_budget, provider, retained=retained)
+        plan = pipeline.plan(scope, hard_fit=hard_fit)
         # The plan awaited the budget and the system prompt factory: a set_messages meanwhile
         # moves (or removes: ValueError) the reminders, so resolve again on what was planned.
-        current = resolve_retained(manager.messages, wanted)
+        current = resolve_retained(host.messages, wanted)
         if current == retained:
             break
         retained = current
@@ -108,4 +114,5 @@ async def get_messages_for_request_retaining(
         raise RuntimeError("context-simple: the history kept changing while a request was planned")
     check_fits(plan)
     # The compaction event below is the commit boundary: nothing before it changed state.
-    return await manager._deliver(plan)  # pyright: ignore[reportPrivateUsage]
+    await pipeline.deliver(plan)
+    return plan.view  # type: ignore[return-value]
