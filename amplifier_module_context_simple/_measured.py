@@ -26,9 +26,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._decisions import CompactionStats, Decisions
+from ._envelope import (
+    Counted,
+    Measurement,
+    fail_closed,
+    read_counted,
+    read_envelope,
+    read_fitted,
+)
 from ._ladder import Step
 from ._meter import MeterStats, fit_size_model
-from ._planner import Planner, RequestPlan, Scope
+from ._plan import RequestPlan, Scope
+from ._planner import Planner, request_plan
 from ._retention import context_length_error, resolve_retained
 from ._session import Pipeline, SessionState, deliver
 
@@ -44,95 +53,6 @@ OUTCOMES = (
     "reduced_output",
     "measurement_unavailable",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    source: str
-    input_tokens: int
-    estimated_input_tokens: int
-    input_limit_tokens: int
-
-    @property
-    def over_limit(self) -> bool:
-        return self.estimated_input_tokens > self.input_limit_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """What a counted envelope says: the hard-safety figures, and a usable count if any."""
-
-    estimated_input_tokens: int
-    input_limit_tokens: int
-    measurement: Measurement | None
-
-    @property
-    def over_limit(self) -> bool:
-        return self.estimated_input_tokens > self.input_limit_tokens
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def read_counted(envelope: object, *, what: str = "count_view") -> Counted | None:
-    """Validate a counted envelope; None when it was not counted (``budget_decision: None``).
-
-    A malformed envelope is the orchestrator's bug and raises ``TypeError`` naming what is
-    wrong; the hard-safety fields (``estimated_input_tokens``, ``input_limit_tokens``) must
-    be non-negative ints. A well-formed one without a usable provider count has
-    ``measurement`` None.
-    """
-    if not isinstance(envelope, Mapping) or "dispatch" not in envelope:
-        raise TypeError(f"{what} must return a mapping with 'dispatch' and 'budget_decision'")
-    if "budget_decision" not in envelope:
-        raise TypeError(f"{what} result lacks 'budget_decision' (use None when not counted)")
-    decision = envelope["budget_decision"]
-    if decision is None:
-        return None
-    if not isinstance(decision, Mapping):
-        raise TypeError(f"{what}: 'budget_decision' must be a mapping or None")
-    for key in ("estimated_input_tokens", "input_limit_tokens", "measurement"):
-        if key not in decision:
-            raise TypeError(f"{what}: 'budget_decision' lacks {key!r}")
-    estimated, limit = decision["estimated_input_tokens"], decision["input_limit_tokens"]
-    for key, value in (("estimated_input_tokens", estimated), ("input_limit_tokens", limit)):
-        if not _is_count(value):
-            raise TypeError(
-                f"{what}: 'budget_decision' field {key!r} must be a non-negative int, got {value!r}"
-            )
-    measurement = decision["measurement"]
-    if measurement is not None and not isinstance(measurement, Mapping):
-        raise TypeError(f"{what}: 'measurement' must be a mapping or None")
-    usable: Measurement | None = None
-    if measurement is not None:
-        source, tokens = measurement.get("source"), measurement.get("input_tokens")
-        if (
-            measurement.get("kind") == "provider_count"
-            and isinstance(source, str)
-            and bool(source)
-            and _is_count(tokens)
-            and estimated >= tokens  # type: ignore[operator]
-        ):
-            usable = Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
-    return Counted(estimated, limit, usable)  # type: ignore[arg-type]
-
-
-def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:
-    """The usable provider measurement of a counted envelope, or None (see ``read_counted``)."""
-    counted = read_counted(envelope, what=what)
-    return None if counted is None else counted.measurement
-
-
-def _fail_closed(counted: Counted | None) -> None:
-    """A known request over the provider's hard limit never goes out, measured or not."""
-    if counted is not None and counted.over_limit:
-        raise context_length_error(
-            f"context-simple: the request is ~{counted.estimated_input_tokens} input tokens "
-            f"and the provider's limit is {counted.input_limit_tokens}; refusing to dispatch "
-            "it - shorten the system prompt, the first or latest prompt, or the retained "
-            "reminders"
-        )
 
 
 class MeasuredTransaction:
@@ -278,7 +198,7 @@ async def _walk(
     target = int(config.target_usage * policy_budget)
     base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
     meter_stats = planner.usage(scope, scope.system_tokens + body.tokens, base_tokens, state.meter)
-    staged = _Staged(planner, scope, entry, meter_stats, base_tokens)
+    staged = _Staged(scope, entry, meter_stats, base_tokens)
     hooks = pipeline.host.hooks
     attempt = await count_view(base_view)  # type: ignore[arg-type]
     calls = 1
@@ -327,7 +247,7 @@ async def _walk(
     finally:
         steps.close()
     if unavailable:
-        _fail_closed(read_counted(attempt))
+        fail_closed(read_counted(attempt))
         outcome = "measurement_unavailable"
         return _finish(state, hooks, result, view, attempt, measured, calls, outcome, plan)
     if measured.input_tokens <= target and not measured.over_limit:
@@ -339,7 +259,7 @@ async def _walk(
     if fit_output is not None:
         relief = await fit_output(view, attempt)  # type: ignore[arg-type]
         if relief is not None:
-            fitted = _read_fitted(relief)
+            fitted = read_fitted(relief)
             relief_calls = calls + relief["count_calls"]
             outcome = "reduced_output"
             return _finish(state, hooks, result, view, relief, fitted, relief_calls, outcome, plan)
@@ -349,22 +269,6 @@ async def _walk(
         "compaction step; shorten the system prompt, the first or latest prompt, or the "
         "retained reminders"
     )
-
-
-def _read_fitted(relief: Mapping[str, Any]) -> Measurement:
-    reading = read_envelope(relief, what="fit_output")
-    calls = relief.get("count_calls")
-    if not (isinstance(calls, int) and not isinstance(calls, bool) and calls > 0):
-        raise TypeError("fit_output result needs a positive int 'count_calls'")
-    if reading is None:
-        raise TypeError("fit_output result carries no usable provider measurement")
-    if reading.over_limit:
-        raise context_length_error(
-            "context-simple: even with a smaller output allowance the request exceeds the "
-            f"provider's input limit ({reading.estimated_input_tokens} > "
-            f"{reading.input_limit_tokens})"
-        )
-    return reading
 
 
 def _step_view(
@@ -386,7 +290,6 @@ def _step_view(
 class _Staged:
     """What every plan of one measured call shares (as an ordinary request would record it)."""
 
-    planner: Planner
     scope: Scope
     entry: Decisions
     meter_stats: MeterStats
@@ -400,16 +303,18 @@ class _Staged:
         repaired: list[str],
         pairs: list[tuple[int, int]] | None = None,
     ) -> RequestPlan:
-        return self.planner.measured_plan(
+        # The counted view is the orchestrator's; the plan is sized on this walk's counts.
+        return request_plan(
             self.scope,
             self.entry,
-            self.meter_stats,
-            covered=self.base_tokens,
+            view=[],
+            view_tokens=view_tokens,
             step=step,
             stats=stats,
-            view_tokens=view_tokens,
-            repaired=repaired,
-            pairs=pairs,
+            meter_stats=self.meter_stats,
+            repaired=list(repaired),
+            size_model=fit_size_model(pairs or []),
+            covered=self.base_tokens,
         )
 
 
@@ -472,7 +377,7 @@ async def _fallback(
         attempt = await count_view(view)  # type: ignore[arg-type]
         calls += 1
     counted = read_counted(attempt)
-    _fail_closed(counted)
+    fail_closed(counted)
     reading = None if counted is None else counted.measurement
     outcome = "measurement_unavailable"
     state, hooks = pipeline.state, pipeline.host.hooks

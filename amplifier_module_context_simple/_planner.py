@@ -25,25 +25,26 @@ planner builds it in seven passes, always in this order:
 
 The planner owns only caches (the rendered prefix, the factory's and the notice's token
 counts); it never reads or writes session state. This module is the only place a
-``RequestPlan`` is constructed.
+``RequestPlan`` (``_plan``) is constructed.
 """
 
 from __future__ import annotations
 
-__all__ = ["Planner", "RequestPlan", "Scope"]
+__all__ = ["Planner", "SystemPromptFactory", "request_plan"]
 
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from ._budget import Budget, derive_budget
 from ._config import ContextConfig
-from ._decisions import NO_DECISIONS, CompactionStats, Decisions
+from ._decisions import CompactionStats, Decisions
 from ._estimate import family_for_model
 from ._history import HistoryIndex
 from ._ladder import LadderPolicy, Step, plan_escalation
-from ._meter import IDENTITY, MeterStats, SizeModel, TokenMeter, choose_usage, fit_size_model
+from ._meter import IDENTITY, MeterStats, SizeModel, TokenMeter, choose_usage
+from ._plan import RequestPlan, Scope
 from ._render import (
     NoticeFigures,
     RenderResult,
@@ -55,49 +56,6 @@ from ._render import (
 from ._view_cache import PrefixCache
 
 SystemPromptFactory = Callable[[], Awaitable[str] | str]
-
-
-@dataclass(slots=True)
-class RequestPlan:
-    """Everything one request computed before it touches state or emits anything."""
-
-    budget: Budget
-    view: list[Mapping[str, Any]]
-    view_tokens: int
-    decisions: Decisions
-    escalated: Step | None
-    stats: CompactionStats | None
-    meter_stats: MeterStats
-    usable_budget: int
-    base: Decisions = NO_DECISIONS
-    """The decisions in force when the plan was made: it may only replace exactly those."""
-    epoch: int = 0
-    """The history generation it was made for (``set_messages``/``clear`` start a new one)."""
-    system_tokens: int = 0
-    repaired: list[str] = field(default_factory=list[str])
-    size_model: SizeModel = IDENTITY
-    """The real-size model the plan was sized with (the identity in estimate mode)."""
-    covered: int = 0
-    """Our estimate of the view before any reduction (what an unanchored reading covered)."""
-    stuck: bool = False
-    """The real figure crossed the trigger and the ladder could change nothing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """What every candidate view of one request shares."""
-
-    budget: Budget
-    systems: list[Mapping[str, Any]]
-    system_tokens: int
-    usable: int
-    """The budget minus the notice reserve: what the trigger and target are shares of."""
-    open_tail: int | None
-    retained: frozenset[int]
-    protected_extra: frozenset[int]
-    epoch: int = 0
-    notice_cost: int = 0
-    """What the longest notice this history could get takes (0 when none would be shown)."""
 
 
 class Planner:
@@ -239,8 +197,7 @@ class Planner:
         )
 
     def size_model(self, meter: TokenMeter, estimate: int) -> SizeModel:
-        """The real-size model in force for a view estimated at ``estimate`` (identity unless
-        ``token_meter='actual'``)."""
+        """The real-size model for a view estimated at ``estimate`` (identity on estimates)."""
         if self.config.token_meter != "actual":
             return IDENTITY
         return meter.size_model_for(estimate)
@@ -387,7 +344,7 @@ class Planner:
                 measured=_measured_figures(meter_stats),
             )
             view, view_tokens, body = self.compose(scope, decisions, stats, body)
-        return _request_plan(
+        return request_plan(
             scope,
             entry,
             view=view,
@@ -401,35 +358,8 @@ class Planner:
             stuck=over and step is None and meter_stats.source == "actual",
         )
 
-    def measured_plan(
-        self,
-        scope: Scope,
-        entry: Decisions,
-        meter_stats: MeterStats,
-        *,
-        covered: int,
-        step: Step | None,
-        stats: CompactionStats | None,
-        view_tokens: int,
-        repaired: list[str],
-        pairs: list[tuple[int, int]] | None = None,
-    ) -> RequestPlan:
-        """A plan of the measured path (its view is the counted one; sized on its counts)."""
-        return _request_plan(
-            scope,
-            entry,
-            view=[],
-            view_tokens=view_tokens,
-            step=step,
-            stats=stats,
-            meter_stats=meter_stats,
-            repaired=list(repaired),
-            size_model=fit_size_model(pairs or []),
-            covered=covered,
-        )
 
-
-def _request_plan(
+def request_plan(
     scope: Scope,
     entry: Decisions,
     *,
@@ -443,6 +373,7 @@ def _request_plan(
     covered: int,
     stuck: bool = False,
 ) -> RequestPlan:
+    """The one constructor of a plan: what it may replace and when comes from the scope."""
     return RequestPlan(
         budget=scope.budget,
         view=view,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._messages import metadata
-from ._planner import RequestPlan
+from ._plan import RequestPlan
 from ._session import Pipeline
 
 MAX_REPLANS = 3

@@ -24,7 +24,8 @@ from ._budget import Budget, BudgetEventGate
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._diagnostics import Diagnostics
 from ._meter import TokenMeter
-from ._planner import Planner, RequestPlan, Scope
+from ._plan import RequestPlan, Scope
+from ._planner import Planner
 
 
 @dataclass(frozen=True, slots=True)

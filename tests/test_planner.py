@@ -10,7 +10,8 @@ from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._decisions import NO_DECISIONS
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._history import HistoryIndex
-from amplifier_module_context_simple._planner import Planner, RequestPlan
+from amplifier_module_context_simple._plan import RequestPlan
+from amplifier_module_context_simple._planner import Planner
 from amplifier_module_context_simple._session import SessionState, deliver
 
 
