@@ -11,7 +11,6 @@ __all__ = ["SimpleContextManager"]
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Any
 
 from . import _events as events
@@ -20,8 +19,7 @@ from ._config import ContextConfig
 from ._decisions import Decisions
 from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
-from ._ingress import clip_tool_result
-from ._messages import validate_message
+from ._ingress import admit
 from ._meter import TokenMeter
 from ._planner import Planner, SystemPromptFactory
 from ._session import Pipeline, SessionState
@@ -105,7 +103,7 @@ class SimpleContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clip = self._admit(message, len(self.messages))
+        stored, clip = admit(message, len(self.messages), self.max_tool_result_bytes)
         self.messages.append(stored)
         if clip is not None:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
@@ -120,7 +118,7 @@ class SimpleContextManager:
             raise TypeError(
                 f"set_messages expects a list of messages, got {type(messages).__name__}"
             )
-        admitted = [self._admit(m, i) for i, m in enumerate(messages)]
+        admitted = [admit(m, i, self.max_tool_result_bytes) for i, m in enumerate(messages)]
         self._reset_derived()
         self.messages = [stored for stored, _ in admitted]
         for _, clip in admitted:
@@ -136,20 +134,6 @@ class SimpleContextManager:
         self._index.reset()
         self._state.reset()
         self._planner.reset()
-
-    def _admit(
-        self, message: Mapping[str, Any], index: int
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        validate_message(message, index)
-        stored = dict(message)
-        metadata = dict(stored.get("metadata") or {})
-        if "timestamp" not in metadata:
-            metadata["timestamp"] = _utc_timestamp()
-        stored["metadata"] = metadata
-        clipped, clip = clip_tool_result(stored, self.max_tool_result_bytes)
-        if clip is None:
-            return stored, None
-        return clipped, clip.payload()
 
     # ------------------------------------------------------------------ requests
 
@@ -266,7 +250,3 @@ class SimpleContextManager:
 
 
 _KEYS = frozenset(ContextConfig.__dataclass_fields__)
-
-
-def _utc_timestamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
