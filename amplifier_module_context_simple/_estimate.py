@@ -29,6 +29,15 @@ CJK: per-message MAPE about 5%) and then raised 2%, so the estimate leans to ove
 
 from __future__ import annotations
 
+__all__ = [
+    "FAMILIES",
+    "MESSAGE_OVERHEAD",
+    "REDACTED_THINKING_TOKENS",
+    "TOOL_CALL_OVERHEAD",
+    "estimate_message_tokens",
+    "family_for_model",
+]
+
 import binascii
 import json
 import math

@@ -12,6 +12,12 @@ only a message that really changed makes the index start over.
 
 from __future__ import annotations
 
+__all__ = [
+    "Estimator",
+    "Facts",
+    "HistoryIndex",
+]
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -15,6 +15,17 @@ message when it carries thinking or calls, and the opening thinking round of the
 
 from __future__ import annotations
 
+__all__ = [
+    "FIT_LEVEL",
+    "RUNGS",
+    "STUB_MIN_CHARS",
+    "LadderPolicy",
+    "Protection",
+    "Rung",
+    "Step",
+    "plan_escalation",
+]
+
 import math
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass

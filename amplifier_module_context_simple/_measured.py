@@ -35,7 +35,8 @@ from ._envelope import (
     read_fitted,
 )
 from ._ladder import Step
-from ._meter import MeterStats, fit_size_model
+from ._meter import fit_size_model
+from ._meter_stats import MeterStats
 from ._plan import RequestPlan, Scope
 from ._planner import Planner, request_plan
 from ._retention import context_length_error, resolve_retained

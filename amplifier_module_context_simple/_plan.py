@@ -12,7 +12,8 @@ from typing import Any
 from ._budget import Budget
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._ladder import Step
-from ._meter import IDENTITY, MeterStats, SizeModel
+from ._meter import IDENTITY, SizeModel
+from ._meter_stats import MeterStats
 
 
 @dataclass(slots=True)

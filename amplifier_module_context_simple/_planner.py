@@ -43,7 +43,8 @@ from ._decisions import CompactionStats, Decisions
 from ._estimate import family_for_model
 from ._history import HistoryIndex
 from ._ladder import LadderPolicy, Step, plan_escalation
-from ._meter import IDENTITY, MeterStats, SizeModel, TokenMeter, choose_usage
+from ._meter import IDENTITY, SizeModel, TokenMeter
+from ._meter_stats import MeterStats, choose_usage
 from ._plan import RequestPlan, Scope
 from ._render import (
     NoticeFigures,

@@ -8,6 +8,10 @@ drops itself when either changes.
 
 from __future__ import annotations
 
+__all__ = [
+    "PrefixCache",
+]
+
 from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._render import RenderResult, render_range
