@@ -300,9 +300,8 @@ class Planner:
     ) -> RequestPlan:
         """Plan one request on our estimate: escalate past the trigger, else render as is.
 
-        ``decisions`` and ``stats`` are those in force. ``relax`` lets a fit pass give up
-        protection when the rungs leave the view over the budget (the plain and retention
-        paths; the measured path keeps the eight rungs).
+        ``decisions``/``stats`` are those in force. ``relax`` lets a fit pass give up protection
+        when the rungs leave the view over budget (plain and retention paths; not measured).
         """
         config, usable, entry = self.config, scope.usable, decisions
         # 3. render, and the view as it goes out when nothing escalates (readings answer
