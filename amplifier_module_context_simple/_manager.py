@@ -1,9 +1,6 @@
-"""``SimpleContextManager``: the one stateful shell around the pure pieces.
-
-It wires the parts together and admits messages; the request paths live elsewhere: the
-planner (``_planner``) builds a ``RequestPlan``, the session state (``_session``) commits it at
-the one delivery boundary, and ``_retention`` / ``_measured`` drive both for their capability.
-"""
+"""``SimpleContextManager``: wiring, admission and the public methods. Requests are planned
+by ``_planner``, committed and announced by ``_session``, and driven by ``_retention`` /
+``_measured`` for their capabilities."""
 
 from __future__ import annotations
 
