@@ -38,9 +38,7 @@ class SimpleContextManager:
     ``_last_token_meter_stats``. For example::
 
         class FileBackedContext(SimpleContextManager):
-            def __init__(self, path, **config):
-                super().__init__(**config)
-                self.path = path
+            path = "transcript.jsonl"
 
             async def get_messages_for_request(self, token_budget=None, provider=None):
                 self.messages = load_jsonl(self.path)  # fresh dicts, same order
@@ -67,8 +65,8 @@ class SimpleContextManager:
         token_family: str | None = None,
         hooks: Any = None,
     ) -> None:
-        keywords = dict(locals())  # every parameter above is a ContextConfig field, or hooks
-        config = ContextConfig.from_mapping({k: v for k, v in keywords.items() if k in _KEYS})
+        # Every parameter but ``hooks`` is a ContextConfig field (tests/test_planner.py checks).
+        config = ContextConfig.from_mapping({k: v for k, v in locals().items() if k in _KEYS})
         self.config = config
         for key, value in asdict(config).items():
             setattr(self, key, value)
@@ -199,8 +197,6 @@ class SimpleContextManager:
         """Estimated tokens of ``messages`` (kept for subclasses that call it)."""
         return sum(self._index.estimate(m) for m in messages)
 
-    # ------------------------------------------------------------------ read-only state
-
     @property
     def decisions(self) -> Decisions:
         """The sticky decisions in force (removed / truncated / stubbed positions, level)."""
@@ -223,8 +219,12 @@ class SimpleContextManager:
 
     @property
     def _last_token_meter_stats(self) -> dict[str, Any] | None:
-        """The latest meter statistics (the name the spec and subclasses read)."""
+        """The latest meter statistics (the name the spec and subclasses use)."""
         return self._state.meter_stats
+
+    @_last_token_meter_stats.setter
+    def _last_token_meter_stats(self, stats: dict[str, Any] | None) -> None:
+        self._state.meter_stats = stats
 
     @property
     def meter(self) -> TokenMeter:
