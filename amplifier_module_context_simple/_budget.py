@@ -34,6 +34,7 @@ __all__ = [
     "BudgetEventGate",
     "BudgetSource",
     "WarnOnce",
+    "context_length_error",
     "derive_budget",
 ]
 
@@ -354,3 +355,12 @@ async def _model_name_only(provider: object) -> str | None:
     except Exception:  # never let a name lookup fail a request
         logger.debug("Model name lookup failed", exc_info=True)
         return None
+
+
+def context_length_error(message: str) -> Exception:
+    """The host's typed error when it is installed (it is provided at run time)."""
+    try:
+        from amplifier_core.llm_errors import ContextLengthError
+    except ImportError:  # pragma: no cover - the host always ships it
+        return RuntimeError(message)
+    return ContextLengthError(message)

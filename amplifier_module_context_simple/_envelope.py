@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._retention import context_length_error
+from ._budget import context_length_error
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._budget import context_length_error
 from ._decisions import CompactionStats, Decisions
 from ._envelope import (
     Counted,
@@ -39,7 +40,7 @@ from ._meter import fit_size_model
 from ._meter_stats import MeterStats
 from ._plan import RequestPlan, Scope
 from ._planner import Planner, request_plan
-from ._retention import context_length_error, resolve_retained
+from ._retention import resolve_retained
 from ._session import Pipeline, SessionState, deliver
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ from __future__ import annotations
 __all__ = [
     "MAX_REPLANS",
     "check_fits",
-    "context_length_error",
     "get_messages_for_request_retaining",
     "resolve_retained",
 ]
@@ -18,20 +17,12 @@ __all__ = [
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._budget import context_length_error
 from ._messages import metadata
 from ._plan import RequestPlan
 from ._session import Pipeline
 
 MAX_REPLANS = 3
-
-
-def context_length_error(message: str) -> Exception:
-    """The host's typed error when it is installed (it is provided at run time)."""
-    try:
-        from amplifier_core.llm_errors import ContextLengthError
-    except ImportError:  # pragma: no cover - the host always ships it
-        return RuntimeError(message)
-    return ContextLengthError(message)
 
 
 def resolve_retained(
