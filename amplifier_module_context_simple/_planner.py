@@ -20,8 +20,8 @@ planner builds it in seven passes, always in this order:
    floor while the view is still over the limit.
 6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
    from a render of the new decisions.
-7. **compose** - the provider-facing view: systems, body and the notice. Last, because the
-   notice states the statistics of the escalation it follows.
+7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
+   without escalation is composed before usage too: readings answer whole views).
 
 The planner owns only caches (the rendered prefix, the factory's and the notice's token
 counts); it never reads or writes session state. This module is the only place a
