@@ -28,10 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
 __all__ = [
+    "PROVIDER_WARNINGS",
     "SAFETY_MARGIN_TOKENS",
     "Budget",
     "BudgetEventGate",
     "BudgetSource",
+    "WarnOnce",
+    "context_length_error",
     "derive_budget",
 ]
 
@@ -49,7 +52,29 @@ _PROVIDER_SOURCES: frozenset[str] = frozenset({"provider_model_info", "provider_
 # derive_budget runs before every request, so a provider that is broken stays broken for
 # the whole session. Each distinct problem is logged once at WARNING, then at DEBUG.
 _WARNED_LIMIT = 256
-_warned: set[str] = set()
+
+
+class WarnOnce:
+    """The distinct problems already logged at WARNING (bounded; ``clear`` starts over)."""
+
+    def __init__(self, limit: int = _WARNED_LIMIT) -> None:
+        self._seen: set[str] = set()
+        self._limit = limit
+
+    def first(self, text: str) -> bool:
+        """Whether ``text`` is new (and remember it while there is room)."""
+        if text in self._seen:
+            return False
+        if len(self._seen) < self._limit:
+            self._seen.add(text)
+        return True
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+
+PROVIDER_WARNINGS = WarnOnce()
+"""Shared by every manager of the process: one broken provider is one warning."""
 
 
 @dataclass(frozen=True)
@@ -207,11 +232,9 @@ class _Window:
 
 def _warn(message: str, *args: object) -> None:
     text = message % args
-    if text in _warned:
+    if not PROVIDER_WARNINGS.first(text):
         logger.debug("%s", text)
         return
-    if len(_warned) < _WARNED_LIMIT:
-        _warned.add(text)
     logger.warning("%s", text)
 
 
@@ -332,3 +355,12 @@ async def _model_name_only(provider: object) -> str | None:
     except Exception:  # never let a name lookup fail a request
         logger.debug("Model name lookup failed", exc_info=True)
         return None
+
+
+def context_length_error(message: str) -> Exception:
+    """The host's typed error when it is installed (it is provided at run time)."""
+    try:
+        from amplifier_core.llm_errors import ContextLengthError
+    except ImportError:  # pragma: no cover - the host always ships it
+        return RuntimeError(message)
+    return ContextLengthError(message)

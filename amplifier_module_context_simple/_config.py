@@ -7,6 +7,14 @@ raising, because the module's published contract has always treated them that wa
 
 from __future__ import annotations
 
+__all__ = [
+    "MIN_TOOL_RESULT_BYTES",
+    "NOTICE_VERBOSITIES",
+    "TOKEN_FAMILIES",
+    "TOKEN_METER_MODES",
+    "ContextConfig",
+]
+
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields

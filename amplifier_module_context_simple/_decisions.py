@@ -8,6 +8,12 @@ cache warm between escalations.
 
 from __future__ import annotations
 
+__all__ = [
+    "NO_DECISIONS",
+    "CompactionStats",
+    "Decisions",
+]
+
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any

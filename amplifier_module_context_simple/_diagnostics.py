@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_LISTED_REPAIRS",
+    "OVERHEAD_WARN_CHANGE",
+    "Diagnostics",
+]
+
 import logging
 
 from ._project import PAIRING_KINDS

@@ -29,15 +29,6 @@ CJK: per-message MAPE about 5%) and then raised 2%, so the estimate leans to ove
 
 from __future__ import annotations
 
-import binascii
-import json
-import math
-import operator
-import re
-from collections.abc import Callable, Mapping
-from typing import Any
-
-# Exports the token estimator, its tokenizer families and the overheads it counts.
 __all__ = [
     "FAMILIES",
     "MESSAGE_OVERHEAD",
@@ -46,6 +37,15 @@ __all__ = [
     "estimate_message_tokens",
     "family_for_model",
 ]
+
+import json
+import math
+import operator
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ._images import image_from_url, image_size, image_tokens
 
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
@@ -125,118 +125,6 @@ def _features(text: str) -> tuple[int, ...]:
     )
 
 
-# ---------------------------------------------------------------- images
-def _shrink(width: int, height: int, scale: float) -> tuple[int, int]:
-    scale = min(1.0, scale)  # both providers only ever scale down
-    return max(1, int(width * scale)), max(1, int(height * scale))
-
-
-def _openai_image(width: int, height: int) -> int:
-    """OpenAI high detail: fit 2048x2048, shortest side <= 768, then 85 + 170 per 512-px tile."""
-    width, height = _shrink(width, height, 2048 / max(width, height))
-    width, height = _shrink(width, height, 768 / min(width, height))
-    return 85 + 170 * -(-width // 512) * -(-height // 512)
-
-
-def _anthropic_image(width: int, height: int) -> int:
-    """Anthropic: long edge <= 1568 px and area <= 1.15 MP, then w*h/750."""
-    scale = min(1568 / max(width, height), math.sqrt(1_150_000 / (width * height)))
-    width, height = _shrink(width, height, scale)
-    return max(1, round(width * height / 750))
-
-
-_IMAGE_PRICE: dict[str, Callable[[int, int], int]] = {
-    "o200k": _openai_image,
-    "claude3": _anthropic_image,
-    "claude47": _anthropic_image,
-}
-# An image of unknown size costs the most any image can cost in that family (a tall 768x2048
-# tile grid for OpenAI, a full 1.15 MP square for Anthropic): an unreadable header is never cheap.
-_UNKNOWN_IMAGE = {
-    family: max(price(768, 2048), price(2048, 2048)) for family, price in _IMAGE_PRICE.items()
-}
-
-
-def _image_tokens(size: tuple[int, int] | None, family: str) -> int:
-    return _UNKNOWN_IMAGE[family] if size is None else _IMAGE_PRICE[family](*size)
-
-
-_HEADER_BYTES = 4096  # PNG, GIF and WebP sizes sit in the first 30 bytes; JPEG seeks further
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_WHITESPACE = re.compile(r"\s")
-
-
-def _b64_slice(data: str, start: int, size: int) -> bytes:
-    """Decode bytes [start, start + size) of base64 ``data`` without decoding the rest."""
-    group = start // 3  # every 3 decoded bytes are 4 base64 characters
-    chunk = data[group * 4 : (start + size + 2) // 3 * 4]
-    try:
-        raw = binascii.a2b_base64(chunk + "=" * (-len(chunk) % 4))
-    except (binascii.Error, ValueError):
-        return b""
-    offset = start - group * 3
-    return raw[offset : offset + size]
-
-
-def _jpeg_size(data: str, head: bytes) -> tuple[int, int]:
-    pos = 2
-    for _ in range(256):  # walk the segment chain up to the frame header, skipping EXIF etc.
-        seg = head[pos : pos + 9] if pos + 9 <= len(head) else _b64_slice(data, pos, 9)
-        if len(seg) < 4 or seg[0] != 0xFF:
-            break
-        marker = seg[1]
-        if marker in _SOF_MARKERS:
-            return int.from_bytes(seg[7:9], "big"), int.from_bytes(seg[5:7], "big")
-        if marker in (0xD9, 0xDA):  # end of image or start of scan: no frame header
-            break
-        if marker == 0xFF:  # fill byte
-            pos += 1
-        elif marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
-            pos += 2
-        else:
-            pos += 2 + int.from_bytes(seg[2:4], "big")
-    return 0, 0
-
-
-def _webp_size(head: bytes) -> tuple[int, int]:
-    chunk = head[12:16]
-    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
-        return (
-            int.from_bytes(head[26:28], "little") & 0x3FFF,
-            int.from_bytes(head[28:30], "little") & 0x3FFF,
-        )
-    if chunk == b"VP8L" and head[20:21] == b"\x2f" and len(head) >= 25:
-        bits = int.from_bytes(head[21:25], "little")
-        return (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1
-    if chunk == b"VP8X" and len(head) >= 30:
-        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
-    return 0, 0
-
-
-def _image_size(data: str) -> tuple[int, int] | None:
-    """Pixel size from the header of base64 image data, or None when it cannot be read."""
-    if _WHITESPACE.search(data, 0, _HEADER_BYTES * 2):
-        data = "".join(data.split())  # line-wrapped base64: byte offsets need a compact string
-    head = _b64_slice(data, 0, _HEADER_BYTES)
-    width = height = 0
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
-        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    elif head[:6] in (b"GIF87a", b"GIF89a"):
-        width, height = int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
-    elif head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        width, height = _webp_size(head)
-    elif head[:2] == b"\xff\xd8":
-        width, height = _jpeg_size(data, head)
-    return (width, height) if width > 0 and height > 0 else None
-
-
-def _image_from_url(url: Any) -> tuple[int, int] | None:
-    if isinstance(url, str) and url.startswith("data:"):
-        return _image_size(url.partition(",")[2])
-    return None  # a remote URL: size unknown
-
-
-# ---------------------------------------------------------------- message walk
 _MAX_DEPTH = 32  # hostile nesting: deeper values are ignored rather than overflow the stack
 # Keys of unknown blocks that carry no billed text: identifiers, signatures, opaque state.
 _OPAQUE_KEYS = frozenset(
@@ -333,10 +221,10 @@ def _image_block(block: Mapping[Any, Any]) -> tuple[int, int] | None:
     if isinstance(source, Mapping):
         data = source.get("data")
         if isinstance(data, str):
-            return _image_size(data)
-        return _image_from_url(source.get("url"))
+            return image_size(data)
+        return image_from_url(source.get("url"))
     url = block.get("image_url", block.get("url"))
-    return _image_from_url(url.get("url") if isinstance(url, Mapping) else url)
+    return image_from_url(url.get("url") if isinstance(url, Mapping) else url)
 
 
 def _block(block: Mapping[Any, Any], tally: _Tally, depth: int) -> None:
@@ -363,7 +251,7 @@ def _block(block: Mapping[Any, Any], tally: _Tally, depth: int) -> None:
             if key in _OPAQUE_KEYS:
                 continue
             if isinstance(value, str) and value.startswith("data:image/"):
-                tally.images.append(_image_from_url(value))
+                tally.images.append(image_from_url(value))
             else:
                 _content(value, tally, depth)
 
@@ -400,7 +288,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     ]
     priced = max(
         math.ceil(sum(map(operator.mul, _COEFFICIENTS[name], counts)))
-        + sum(_image_tokens(size, name) for size in tally.images)
+        + sum(image_tokens(size, name) for size in tally.images)
         for name in families
     )
     return MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * tally.calls + tally.extra + priced

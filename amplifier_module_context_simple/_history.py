@@ -12,6 +12,12 @@ only a message that really changed makes the index start over.
 
 from __future__ import annotations
 
+__all__ = [
+    "Estimator",
+    "Facts",
+    "HistoryIndex",
+]
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +69,8 @@ class HistoryIndex:
 
     def __init__(self, estimator: Estimator, *, json_cap: int = 131_072) -> None:
         self._estimator = estimator
+        self.estimator_calls = 0
+        """How often the estimator ran (each message is meant to be estimated once)."""
         self._json_cap = json_cap
         """Largest unknown block sent as JSON text (the ingress cap)."""
         self._family: str | None = None
@@ -88,6 +96,7 @@ class HistoryIndex:
         return self._family
 
     def estimate(self, message: Mapping[str, Any]) -> int:
+        self.estimator_calls += 1
         return self._estimator(message, family=self._family)
 
     def sync(self, messages: Sequence[Mapping[str, Any]], family: str | None) -> list[Facts]:
@@ -167,5 +176,5 @@ class HistoryIndex:
             thinking=has_thinking(message),
             loaded_tools=carries_loaded_tools(message),
             image=has_image(message),
-            tokens=self._estimator(sent, family=self._family),
+            tokens=self.estimate(sent),
         )

@@ -16,6 +16,19 @@ call it answers: the newest earlier call that declared its original id, as in pa
 
 from __future__ import annotations
 
+__all__ = [
+    "LONG_ID_LIMIT",
+    "NO_IDS",
+    "SAFE_ID",
+    "SHORT_ID_LIMIT",
+    "UNPAIRED",
+    "IdAssigner",
+    "Ids",
+    "raw_call_ids",
+    "raw_result_ids",
+    "usable",
+]
+
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -34,12 +34,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
+
+from ._messages import validate_message
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
     "MIN_TOOL_RESULT_BYTES",
     "IngressClip",
+    "admit",
     "clip_tool_result",
     "ingress_marker",
     "utf8_byte_length",
@@ -298,3 +302,26 @@ def _clip_json(content: dict[str, Any] | list[Any], max_bytes: int) -> _Clipped 
     # UTF-8 size rather than as six-byte \\u escapes.
     text = json.dumps(content, ensure_ascii=False, default=_json_default)
     return _clip_string(text, max_bytes)
+
+
+def admit(
+    message: Mapping[str, Any], index: int, cap: int
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The message as stored (validated, timestamped, clipped to ``cap``) and the clip event.
+
+    Raises before anything is stored when the message is structurally broken.
+    """
+    validate_message(message, index)
+    stored = dict(message)
+    metadata = dict(stored.get("metadata") or {})
+    if "timestamp" not in metadata:
+        metadata["timestamp"] = _utc_timestamp()
+    stored["metadata"] = metadata
+    clipped, clip = clip_tool_result(stored, cap)
+    if clip is None:
+        return stored, None
+    return clipped, clip.payload()
+
+
+def _utc_timestamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

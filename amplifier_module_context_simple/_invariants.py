@@ -7,6 +7,13 @@ violations instead of raising, so a failure shows all of them at once.
 
 from __future__ import annotations
 
+__all__ = [
+    "DEFAULT_JSON_CAP",
+    "THINKING_TYPES",
+    "check_view",
+    "sent_forms",
+]
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -15,6 +15,17 @@ message when it carries thinking or calls, and the opening thinking round of the
 
 from __future__ import annotations
 
+__all__ = [
+    "FIT_LEVEL",
+    "RUNGS",
+    "STUB_MIN_CHARS",
+    "LadderPolicy",
+    "Protection",
+    "Rung",
+    "Step",
+    "plan_escalation",
+]
+
 import math
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -23,6 +34,7 @@ from typing import Literal
 
 from ._decisions import Decisions
 from ._history import Facts, HistoryIndex
+from ._protection import LadderPolicy, Protection, newest, protected_positions
 from ._render import can_truncate, stubbed, text_of, truncated
 
 STUB_MIN_CHARS = 600
@@ -50,13 +62,6 @@ RUNGS: tuple[Rung, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class LadderPolicy:
-    protected_recent: float
-    protected_tool_results: int
-    truncate_chars: int
-
-
 MAX_FIT_ROUNDS = 4
 """Fit-pass rounds at most: each one after the first only follows up what mending restored."""
 
@@ -78,14 +83,6 @@ class Step:
     """Removal units (a call group or one message) the fit pass took from protected ground."""
 
 
-@dataclass(frozen=True, slots=True)
-class Protection:
-    keep: frozenset[int]
-    """Positions no rung may touch (the share-dependent recent window is added per rung)."""
-    floor: frozenset[int]
-    """Positions not even the fit pass may touch."""
-
-
 class _Plan:
     """Mutable working copy of the decisions during one escalation."""
 
@@ -101,6 +98,8 @@ class _Plan:
         self.changed = False
         self.taken_out: dict[int, tuple[int | None, int | None]] = {}
         """How a position left out during this escalation was shown before (truncated, stubbed)."""
+        self.restored: set[int] = set()
+        """Positions mending had to bring back: removing them again would only undo that."""
         self.pinned: int | None = None
         """A position no rung may remove (it may still be shortened)."""
         self.short: dict[int, int] = {}
@@ -129,6 +128,7 @@ class _Plan:
         """Show ``position`` again, shortened or stubbed as it was before it was left out."""
         self.removed.discard(position)
         self.relaxed.discard(position)
+        self.restored.add(position)
         truncated, stubbed = self.taken_out.pop(position, (None, None))
         if truncated is not None:
             self.truncated[position] = truncated
@@ -168,8 +168,8 @@ def plan_escalation(
     count decides) counts each one and may ``send`` a corrected target back into the generator.
     """
     plan = _Plan(index, base, retained, usage)
-    plan.pinned = _newest(index)
-    protection = _protected(index, policy, retained | protected_extra, open_tail)
+    plan.pinned = newest(index)
+    protection = protected_positions(index, policy, retained | protected_extra, open_tail)
     protected = protection.keep
     # What an earlier fit pass took is only "relaxed" while it would still be protected; once
     # newer messages push it out, it is ordinary compaction (and the notice stops saying so).
@@ -237,94 +237,6 @@ def _relax(
     return len(shortened - removed), groups
 
 
-def _protected(
-    index: HistoryIndex,
-    policy: LadderPolicy,
-    extra: frozenset[int],
-    open_tail: int | None,
-) -> Protection:
-    """What the rungs keep, and the smaller floor that even the fit pass keeps."""
-    facts = index.facts
-    floor: set[int] = set(extra)
-    humans = [i for i, f in enumerate(facts) if f.human]
-    if humans:
-        floor.update((humans[0], humans[-1]))
-        # The provider reads the active turn from its opening round; with thinking on, that
-        # round carries the thinking block the request must start the final turn with. A
-        # prompt typed right after a tool result merges into that round's user turn, so the
-        # turn the provider checks may open before it: keep that prompt and its opener too.
-        anchor = next((h for h in reversed(humans) if not _follows_result(index, h)), humans[0])
-        for prompt in {anchor, humans[-1]}:
-            opener = prompt + 1
-            if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
-                floor.update((prompt, opener))
-    floor.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
-    if open_tail is not None:
-        floor.add(open_tail)
-        floor.update(index.pairing.results_of.get(open_tail, ()))
-    latest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role == "assistant"), None)
-    if latest is not None and (facts[latest].thinking or facts[latest].calls):
-        # An active tool loop needs its latest round (and its thinking) exactly as sent.
-        floor.add(latest)
-    keep = set(floor)
-    count = policy.protected_tool_results
-    if count:
-        orphans = index.pairing.orphans
-        results = [i for i, f in enumerate(facts) if f.tool_result and i not in orphans]
-        recent_results = results[-count:]
-        keep.update(recent_results)
-        keep.update(_rest_of_turns(index, recent_results))
-    return Protection(keep=frozenset(keep), floor=frozenset(floor))
-
-
-def _follows_result(index: HistoryIndex, position: int) -> bool:
-    """Whether the provider reads ``position`` inside the tool round before it.
-
-    Hook reminders between the two are user turns too and merge with them.
-    """
-    facts = index.facts
-    for p in range(position - 1, -1, -1):
-        fact = facts[p]
-        if fact.role == "system" or p in index.pairing.orphans:
-            continue
-        if _is_reminder(fact):
-            continue
-        return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
-    return False
-
-
-def _newest(index: HistoryIndex) -> int | None:
-    """The newest message, unless it is a tool result (its call is the floor's anyway).
-
-    Decisions outlive this request: the next prompt will follow the newest message and must
-    not find it gone, or it would land right after whatever round came before it.
-    """
-    facts = index.facts
-    newest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role != "system"), None)
-    if newest is None or facts[newest].tool_result:
-        return None
-    return newest
-
-
-def _rest_of_turns(index: HistoryIndex, positions: list[int]) -> set[int]:
-    """Everything from each of ``positions`` up to the next human prompt.
-
-    A kept tool round whose turn lost its closing answer would put the next human prompt
-    right after a tool result: the provider would then read that old round as part of the
-    new turn (and refuse it when thinking is on).
-    """
-    facts = index.facts
-    covered: set[int] = set()
-    reach = -1
-    for start in positions:
-        position = max(start, reach)
-        while position < len(facts) and not facts[position].human:
-            covered.add(position)
-            position += 1
-        reach = position
-    return covered
-
-
 def _recent_floor(index: HistoryIndex, plan: _Plan, share: float) -> frozenset[int]:
     visible = [i for i, f in enumerate(index.facts) if f.role != "system" and i not in plan.removed]
     count = math.ceil(len(visible) * share)
@@ -388,7 +300,7 @@ def _remove(
         if plan.usage <= target:
             return
         head = unit[0]
-        if head == plan.pinned or any(p in protected for p in unit):
+        if head == plan.pinned or head in plan.restored or any(p in protected for p in unit):
             continue
         if index.facts[head].calls and (head == open_tail or index.pairing.missing(head)):
             continue  # an unanswered call is never removed

@@ -9,19 +9,39 @@ returned transaction right before dispatch.
 
 from __future__ import annotations
 
+__all__ = [
+    "OUTCOMES",
+    "CountView",
+    "Counted",
+    "FitOutput",
+    "MeasuredTransaction",
+    "get_measured_request_view",
+    "read_counted",
+    "read_envelope",
+]
+
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from ._budget import Budget
+from ._budget import context_length_error
 from ._decisions import CompactionStats, Decisions
-from ._ladder import Step, plan_escalation
-from ._meter import MeterStats, choose_usage, fit_size_model
-from ._retention import context_length_error, resolve_retained
-
-if TYPE_CHECKING:
-    from ._manager import RequestPlan, Scope, SimpleContextManager, StateSnapshot
+from ._envelope import (
+    Counted,
+    Measurement,
+    fail_closed,
+    read_counted,
+    read_envelope,
+    read_fitted,
+)
+from ._ladder import Step
+from ._meter import fit_size_model
+from ._meter_stats import MeterStats
+from ._plan import RequestPlan, Scope
+from ._planner import Planner, request_plan
+from ._retention import resolve_retained
+from ._session import Pipeline, SessionState, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -37,112 +57,25 @@ OUTCOMES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    source: str
-    input_tokens: int
-    estimated_input_tokens: int
-    input_limit_tokens: int
-
-    @property
-    def over_limit(self) -> bool:
-        return self.estimated_input_tokens > self.input_limit_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """What a counted envelope says: the hard-safety figures, and a usable count if any."""
-
-    estimated_input_tokens: int
-    input_limit_tokens: int
-    measurement: Measurement | None
-
-    @property
-    def over_limit(self) -> bool:
-        return self.estimated_input_tokens > self.input_limit_tokens
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def read_counted(envelope: object, *, what: str = "count_view") -> Counted | None:
-    """Validate a counted envelope; None when it was not counted (``budget_decision: None``).
-
-    A malformed envelope is the orchestrator's bug and raises ``TypeError`` naming what is
-    wrong; the hard-safety fields (``estimated_input_tokens``, ``input_limit_tokens``) must
-    be non-negative ints. A well-formed one without a usable provider count has
-    ``measurement`` None.
-    """
-    if not isinstance(envelope, Mapping) or "dispatch" not in envelope:
-        raise TypeError(f"{what} must return a mapping with 'dispatch' and 'budget_decision'")
-    if "budget_decision" not in envelope:
-        raise TypeError(f"{what} result lacks 'budget_decision' (use None when not counted)")
-    decision = envelope["budget_decision"]
-    if decision is None:
-        return None
-    if not isinstance(decision, Mapping):
-        raise TypeError(f"{what}: 'budget_decision' must be a mapping or None")
-    for key in ("estimated_input_tokens", "input_limit_tokens", "measurement"):
-        if key not in decision:
-            raise TypeError(f"{what}: 'budget_decision' lacks {key!r}")
-    estimated, limit = decision["estimated_input_tokens"], decision["input_limit_tokens"]
-    for key, value in (("estimated_input_tokens", estimated), ("input_limit_tokens", limit)):
-        if not _is_count(value):
-            raise TypeError(
-                f"{what}: 'budget_decision' field {key!r} must be a non-negative int, got {value!r}"
-            )
-    measurement = decision["measurement"]
-    if measurement is not None and not isinstance(measurement, Mapping):
-        raise TypeError(f"{what}: 'measurement' must be a mapping or None")
-    usable: Measurement | None = None
-    if measurement is not None:
-        source, tokens = measurement.get("source"), measurement.get("input_tokens")
-        if (
-            measurement.get("kind") == "provider_count"
-            and isinstance(source, str)
-            and bool(source)
-            and _is_count(tokens)
-            and estimated >= tokens  # type: ignore[operator]
-        ):
-            usable = Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
-    return Counted(estimated, limit, usable)  # type: ignore[arg-type]
-
-
-def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:
-    """The usable provider measurement of a counted envelope, or None (see ``read_counted``)."""
-    counted = read_counted(envelope, what=what)
-    return None if counted is None else counted.measurement
-
-
-def _fail_closed(counted: Counted | None) -> None:
-    """A known request over the provider's hard limit never goes out, measured or not."""
-    if counted is not None and counted.over_limit:
-        raise context_length_error(
-            f"context-simple: the request is ~{counted.estimated_input_tokens} input tokens "
-            f"and the provider's limit is {counted.input_limit_tokens}; refusing to dispatch "
-            "it - shorten the system prompt, the first or latest prompt, or the retained "
-            "reminders"
-        )
-
-
 class MeasuredTransaction:
-    """Staged state of one measured call; the orchestrator commits right before dispatch."""
+    """Staged state of one measured call; the orchestrator commits right before dispatch.
+
+    It holds the session state, the hooks and the plan; ``commit`` hands them to the one
+    delivery routine (``_session.deliver``) and steers it as its guard.
+    """
 
     def __init__(
-        self,
-        manager: SimpleContextManager,
-        plan: RequestPlan,
-        budget: Budget,
-        extra: dict[str, Any],
+        self, state: SessionState, hooks: object, plan: RequestPlan, extra: dict[str, Any]
     ) -> None:
-        self._manager = manager
+        self._state = state
+        self._hooks = hooks
         self._plan = plan
-        self._budget = budget
         self._extra = extra
         self._answer: bool | None = None
         self._delivering = False
+        self._started = False
         self._rollback_asked = False
+        self._is_cancelled: Callable[[], bool] | None = None
 
     @property
     def done(self) -> bool:
@@ -176,54 +109,50 @@ class MeasuredTransaction:
             return self._answer
         if self._delivering:
             return False  # re-entered from a hook during delivery: not dispatchable yet
-        manager = self._manager
-        plan = self._plan
         if is_cancelled is not None and is_cancelled():
             self._answer = False
             return False
-        if plan.escalated is None:
-            # Nothing staged: record the request as an ordinary one would, unless another
-            # request escalated meanwhile (this counted view is then not what would go out).
-            self._answer = manager._commit(plan)  # pyright: ignore[reportPrivateUsage]
-            if self._answer:
-                await manager._emit_budget(self._budget)  # pyright: ignore[reportPrivateUsage]
-            return self._answer
-        if not manager.is_current(plan):
-            self._answer = False
-            return False
-        # Cancelled here, nothing has changed yet and a retry may still commit.
-        await manager._announce_compaction(plan)  # pyright: ignore[reportPrivateUsage]
-        if self._answer is not None:  # rolled back while pre_compact was delivered
-            return self._answer
-        if is_cancelled is not None and is_cancelled():
-            self._answer = False
-            return False
-        before = manager.snapshot()
-        if not manager._commit(plan):  # pyright: ignore[reportPrivateUsage]
-            self._answer = False
-            return False
-        self._delivering = True
+        self._is_cancelled = is_cancelled
+        # Nothing staged: the request is recorded as an ordinary one would be, unless another
+        # request escalated meanwhile (this counted view is then not what would go out).
         try:
-            await manager._emit_compaction(plan, self._extra)  # pyright: ignore[reportPrivateUsage]
+            # Cancelled before the commit, nothing has changed and a retry may still commit.
+            ok = await deliver(self._state, self._hooks, self._plan, extra=self._extra, guard=self)
         except BaseException:
-            self._answer = True  # delivery started: the compaction is retained
+            if self._started and self._answer is None:
+                self._answer = True  # delivery started: the compaction is retained
             raise
-        finally:
-            self._delivering = False
-        if self._rollback_asked or (is_cancelled is not None and is_cancelled()):
-            self._undo(before, plan)
+        if self._answer is None:
+            self._answer = ok
+        return self._answer
+
+    def _cancelled(self) -> bool:
+        return self._is_cancelled is not None and self._is_cancelled()
+
+    # The delivery guard (see ``_session.DeliveryGuard``).
+
+    def proceed(self) -> bool:
+        if self._answer is not None:  # rolled back while pre_compact was delivered
+            return False
+        if self._cancelled():
             self._answer = False
             return False
-        self._answer = True
-        await manager._emit_budget(plan.budget)  # pyright: ignore[reportPrivateUsage]
         return True
 
-    def _undo(self, before: StateSnapshot, plan: RequestPlan) -> None:
-        """Put the compaction state back; keep meter readings that arrived since."""
-        manager = self._manager
-        meter = manager.meter
-        manager.restore(replace(before, meter=meter.snapshot()))
-        meter.restore_keeping_readings(before.meter)
+    def delivering(self, active: bool) -> None:
+        self._delivering = active
+        self._started = self._started or active
+
+    def keep(self) -> bool:
+        if self._rollback_asked or self._cancelled():
+            self._answer = False
+            self._warn_undone()
+            return False
+        self._answer = True
+        return True
+
+    def _warn_undone(self) -> None:
+        plan = self._plan
         stats = plan.stats
         logger.warning(
             "context-simple: the measured request was rolled back after context:compaction "
@@ -236,52 +165,42 @@ class MeasuredTransaction:
 
 
 async def get_measured_request_view(
-    manager: SimpleContextManager,
+    pipeline: Pipeline,
     *,
     provider: Any,
     retain_contents: Iterable[str],
     count_view: CountView,
     fit_output: FitOutput | None = None,
 ) -> dict[str, Any]:
-    if manager.token_meter != "actual":
+    planner = pipeline.planner
+    if planner.config.token_meter != "actual":
         raise RuntimeError(
             "get_measured_request_view needs token_meter='actual' in the context-simple config"
         )
-    retained = resolve_retained(manager.messages, retain_contents)
-    budget = await manager._derive_budget(None, provider)  # pyright: ignore[reportPrivateUsage]
-    factory_text = await manager._system_text()  # pyright: ignore[reportPrivateUsage]
-    scope = manager._scope(  # pyright: ignore[reportPrivateUsage]
-        budget, factory_text, retained=retained, protected_extra=_developer_positions(manager)
-    )
-    entry = manager._decisions  # pyright: ignore[reportPrivateUsage]
-    return await _walk(manager, scope, entry, count_view, fit_output)
-
-
-def _developer_positions(manager: SimpleContextManager) -> frozenset[int]:
-    return frozenset(i for i, m in enumerate(manager.messages) if m.get("role") == "developer")
+    messages = pipeline.host.messages
+    retained = resolve_retained(messages, retain_contents)
+    developers = frozenset(i for i, m in enumerate(messages) if m.get("role") == "developer")
+    scope = await pipeline.scope(None, provider, retained=retained, protected_extra=developers)
+    return await _walk(pipeline, scope, count_view, fit_output)
 
 
 async def _walk(
-    manager: SimpleContextManager,
+    pipeline: Pipeline,
     scope: Scope,
-    entry: Decisions,
     count_view: CountView,
     fit_output: FitOutput | None,
 ) -> dict[str, Any]:
+    """The measured passes: the planner's render, usage, ladder and statistics, counted."""
+    planner, state = pipeline.planner, pipeline.state
+    config, entry = planner.config, state.decisions
     policy_budget = scope.usable
-    trigger = int(manager.compact_threshold * policy_budget)
-    target = int(manager.target_usage * policy_budget)
-    stats = manager._compaction_stats  # pyright: ignore[reportPrivateUsage]
-    base_view, base_tokens, body = manager._compose(scope, entry, stats)  # pyright: ignore[reportPrivateUsage]
-    meter_stats = choose_usage(
-        mode=manager.token_meter,
-        estimated=scope.system_tokens + body.tokens,
-        view_estimate=base_tokens,
-        meter=manager.meter,
-        budget=scope.usable,
-        view_has_images=manager._index.image_messages > 0,  # pyright: ignore[reportPrivateUsage]
-    )
+    # TODO: config.trigger / config.target (the derived rules move to ContextConfig).
+    trigger = int(config.compact_threshold * policy_budget)
+    target = int(config.target_usage * policy_budget)
+    base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
+    meter_stats = planner.usage(scope, scope.system_tokens + body.tokens, base_tokens, state.meter)
     staged = _Staged(scope, entry, meter_stats, base_tokens)
+    hooks = pipeline.host.hooks
     attempt = await count_view(base_view)  # type: ignore[arg-type]
     calls = 1
     counted = read_counted(attempt)
@@ -293,22 +212,15 @@ async def _walk(
         "measured_before": None if first is None else first.input_tokens,
     }
     if first is None:
-        return await _fallback(manager, scope, base_view, attempt, calls, count_view, result)
+        return await _fallback(pipeline, scope, base_view, attempt, calls, count_view, result)
     plan = staged.plan(None, None, base_tokens, body.repaired)
     if first.input_tokens < trigger and not first.over_limit:
-        return _finish(manager, result, base_view, attempt, first, calls, "not_needed", plan)
+        return _finish(state, hooks, result, base_view, attempt, first, calls, "not_needed", plan)
 
     # Real size of a view = overhead + k * estimate, fitted on this walk's own counts.
     pairs = [(base_tokens, first.input_tokens)]
-    steps = plan_escalation(
-        manager._index,  # pyright: ignore[reportPrivateUsage]
-        entry,
-        usage=base_tokens,
-        target=fit_size_model(pairs).to_estimate(target),
-        policy=manager.ladder_policy(),
-        retained=scope.retained,
-        protected_extra=scope.protected_extra,
-        open_tail=scope.open_tail,
+    steps = planner.ladder(
+        scope, entry, usage=base_tokens, target=fit_size_model(pairs).to_estimate(target)
     )
     measured, view = first, base_view
     unavailable = False
@@ -316,7 +228,7 @@ async def _walk(
         step = next(steps)
         while True:
             candidate, tokens, step_stats, repaired = _step_view(
-                manager, scope, step, entry, (base_tokens, len(base_view)), target
+                planner, scope, step, entry, (base_tokens, len(base_view)), target
             )
             next_attempt = await count_view(candidate)  # type: ignore[arg-type]
             calls += 1
@@ -336,20 +248,22 @@ async def _walk(
     finally:
         steps.close()
     if unavailable:
-        _fail_closed(read_counted(attempt))
+        fail_closed(read_counted(attempt))
         outcome = "measurement_unavailable"
-        return _finish(manager, result, view, attempt, measured, calls, outcome, plan)
+        return _finish(state, hooks, result, view, attempt, measured, calls, outcome, plan)
     if measured.input_tokens <= target and not measured.over_limit:
-        return _finish(manager, result, view, attempt, measured, calls, "target_reached", plan)
+        return _finish(state, hooks, result, view, attempt, measured, calls, "target_reached", plan)
     if not measured.over_limit:
-        return _finish(manager, result, view, attempt, measured, calls, "protected_floor", plan)
+        return _finish(
+            state, hooks, result, view, attempt, measured, calls, "protected_floor", plan
+        )
     if fit_output is not None:
         relief = await fit_output(view, attempt)  # type: ignore[arg-type]
         if relief is not None:
-            fitted = _read_fitted(relief)
+            fitted = read_fitted(relief)
             relief_calls = calls + relief["count_calls"]
             outcome = "reduced_output"
-            return _finish(manager, result, view, relief, fitted, relief_calls, outcome, plan)
+            return _finish(state, hooks, result, view, relief, fitted, relief_calls, outcome, plan)
     raise context_length_error(
         f"context-simple: the request is ~{measured.estimated_input_tokens} input tokens by the "
         f"provider's count and its limit is {measured.input_limit_tokens}, after every legal "
@@ -358,24 +272,8 @@ async def _walk(
     )
 
 
-def _read_fitted(relief: Mapping[str, Any]) -> Measurement:
-    reading = read_envelope(relief, what="fit_output")
-    calls = relief.get("count_calls")
-    if not (isinstance(calls, int) and not isinstance(calls, bool) and calls > 0):
-        raise TypeError("fit_output result needs a positive int 'count_calls'")
-    if reading is None:
-        raise TypeError("fit_output result carries no usable provider measurement")
-    if reading.over_limit:
-        raise context_length_error(
-            "context-simple: even with a smaller output allowance the request exceeds the "
-            f"provider's input limit ({reading.estimated_input_tokens} > "
-            f"{reading.input_limit_tokens})"
-        )
-    return reading
-
-
 def _step_view(
-    manager: SimpleContextManager,
+    planner: Planner,
     scope: Scope,
     step: Step,
     entry: Decisions,
@@ -383,17 +281,9 @@ def _step_view(
     target: int,
 ) -> tuple[list[Any], int, CompactionStats, list[str]]:
     """The candidate view of one rung, its estimate, figures and repairs, from one render."""
-    body = manager._render(step.decisions, scope.open_tail, scope.retained)  # pyright: ignore[reportPrivateUsage]
-    stats = manager._stats(  # pyright: ignore[reportPrivateUsage]
-        step,
-        entry,
-        before=before,
-        after=(scope.system_tokens + body.tokens, len(scope.systems) + len(body.messages)),
-        systems=len(scope.systems),
-        budget=scope.usable,
-        target=target,
-    )
-    view, tokens, body = manager._compose(scope, step.decisions, stats, body)  # pyright: ignore[reportPrivateUsage]
+    body = planner.render(scope, step.decisions)
+    stats = planner.statistics(scope, step, entry, before=before, after=body, target=target)
+    view, tokens, body = planner.compose(scope, step.decisions, stats, body)
     return view, tokens, stats, body.repaired
 
 
@@ -414,21 +304,15 @@ class _Staged:
         repaired: list[str],
         pairs: list[tuple[int, int]] | None = None,
     ) -> RequestPlan:
-        from ._manager import RequestPlan
-
-        scope = self.scope
-        return RequestPlan(
-            budget=scope.budget,
+        # The counted view is the orchestrator's; the plan is sized on this walk's counts.
+        return request_plan(
+            self.scope,
+            self.entry,
             view=[],
             view_tokens=view_tokens,
-            decisions=self.entry if step is None else step.decisions,
-            escalated=step,
-            stats=stats if step is not None else None,
+            step=step,
+            stats=stats,
             meter_stats=self.meter_stats,
-            usable_budget=scope.usable,
-            base=self.entry,
-            epoch=scope.epoch,
-            system_tokens=scope.system_tokens,
             repaired=list(repaired),
             size_model=fit_size_model(pairs or []),
             covered=self.base_tokens,
@@ -436,7 +320,8 @@ class _Staged:
 
 
 def _finish(
-    manager: SimpleContextManager,
+    state: SessionState,
+    hooks: object,
     result: dict[str, Any],
     view: list[Any],
     attempt: Mapping[str, Any],
@@ -469,12 +354,12 @@ def _finish(
         "outcome": outcome,
         "measured_after": extra["measured_after"],
         "count_calls": calls,
-        "transaction": MeasuredTransaction(manager, plan, plan.budget, extra),
+        "transaction": MeasuredTransaction(state, hooks, plan, extra),
     }
 
 
 async def _fallback(
-    manager: SimpleContextManager,
+    pipeline: Pipeline,
     scope: Scope,
     base_view: list[Any],
     attempt: Mapping[str, Any],
@@ -486,24 +371,15 @@ async def _fallback(
 
     The envelope that would be returned still fails closed when it is over the hard limit.
     """
-    plan = manager._build_plan(scope, False, relax=False)  # pyright: ignore[reportPrivateUsage]
+    plan = pipeline.plan(scope, relax=False)
     view = base_view
     if plan.escalated is not None:
         view = plan.view
         attempt = await count_view(view)  # type: ignore[arg-type]
         calls += 1
     counted = read_counted(attempt)
-    _fail_closed(counted)
+    fail_closed(counted)
     reading = None if counted is None else counted.measurement
     outcome = "measurement_unavailable"
-    return _finish(manager, result, view, attempt, reading, calls, outcome, plan)
-
-
-__all__ = [
-    "OUTCOMES",
-    "Counted",
-    "MeasuredTransaction",
-    "get_measured_request_view",
-    "read_counted",
-    "read_envelope",
-]
+    state, hooks = pipeline.state, pipeline.host.hooks
+    return _finish(state, hooks, result, view, attempt, reading, calls, outcome, plan)

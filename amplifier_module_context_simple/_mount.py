@@ -7,6 +7,15 @@ lack hooks or capability registration.
 
 from __future__ import annotations
 
+__all__ = [
+    "CAP_FOREGROUND_USAGE",
+    "CAP_MEASURED_VIEW",
+    "CAP_REQUEST_RETENTION",
+    "CONTRIBUTOR_NAME",
+    "MOUNT_POINT",
+    "mount",
+]
+
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping

@@ -16,6 +16,32 @@ Each change is reported with a kind from :data:`PROJECTION_KINDS`, so a tool can
 
 from __future__ import annotations
 
+__all__ = [
+    "BINARY_TYPES",
+    "BLOCK_JSON",
+    "BLOCK_PLACEHOLDER",
+    "CONTENT_JSON",
+    "FIELD",
+    "HOST_BLOCK_TYPES",
+    "ID_DERIVED",
+    "ID_RENAMED",
+    "IMAGE",
+    "METADATA",
+    "NULL_CONTENT",
+    "ORPHAN_DROPPED",
+    "PAIRING_KINDS",
+    "PLACEHOLDER_ADDED",
+    "PROJECTION_KINDS",
+    "REPAIR_KINDS",
+    "STRAY_DROPPED",
+    "TEXT",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "Projected",
+    "host_valid_block",
+    "project",
+]
+
 import json
 from collections.abc import Mapping
 from typing import Any

@@ -9,6 +9,28 @@ touched.
 
 from __future__ import annotations
 
+__all__ = [
+    "NOTICE_SOURCE",
+    "PLACEHOLDER_RESULT",
+    "STUB_HEAD_CHARS",
+    "STUB_TEMPLATE",
+    "TRUNCATION_MARKER",
+    "Message",
+    "NoticeFigures",
+    "RenderResult",
+    "can_truncate",
+    "notice",
+    "notice_message",
+    "open_tail_call",
+    "placeholder",
+    "render_range",
+    "stubbed",
+    "system_part",
+    "text_of",
+    "truncated",
+    "without_results",
+]
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -164,12 +186,14 @@ def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str,
 class RenderResult:
     """A rendered stretch of history: the messages, their token total and what was repaired."""
 
-    __slots__ = ("messages", "repaired", "tokens")
+    __slots__ = ("messages", "rendered", "repaired", "tokens")
 
     def __init__(self) -> None:
         self.messages: list[Mapping[str, Any]] = []
         self.tokens = 0
         self.repaired: list[str] = []
+        self.rendered = 0
+        """How many history messages were rendered into it (placeholders not counted)."""
 
 
 def render_range(
@@ -244,6 +268,7 @@ def _emit(
         message = fact.sent
         out.tokens += fact.tokens
     out.messages.append(message)
+    out.rendered += 1
     out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
 
 

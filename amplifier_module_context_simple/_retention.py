@@ -7,25 +7,22 @@ budget itself and fail closed, typed, when even the protected set cannot fit.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_REPLANS",
+    "check_fits",
+    "get_messages_for_request_retaining",
+    "resolve_retained",
+]
+
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._budget import context_length_error
 from ._messages import metadata
-
-if TYPE_CHECKING:
-    from ._manager import RequestPlan, SimpleContextManager
-
+from ._plan import RequestPlan
+from ._session import Pipeline
 
 MAX_REPLANS = 3
-
-
-def context_length_error(message: str) -> Exception:
-    """The host's typed error when it is installed (it is provided at run time)."""
-    try:
-        from amplifier_core.llm_errors import ContextLengthError
-    except ImportError:  # pragma: no cover - the host always ships it
-        return RuntimeError(message)
-    return ContextLengthError(message)
 
 
 def resolve_retained(
@@ -85,7 +82,7 @@ def check_fits(plan: RequestPlan) -> None:
 
 
 async def get_messages_for_request_retaining(
-    manager: SimpleContextManager,
+    pipeline: Pipeline,
     *,
     retain_contents: Iterable[str],
     provider: Any = None,
@@ -93,14 +90,14 @@ async def get_messages_for_request_retaining(
     hard_fit: bool = False,
 ) -> list[dict[str, Any]]:
     wanted = retain_contents if isinstance(retain_contents, str) else list(retain_contents)
-    retained = resolve_retained(manager.messages, wanted)
+    host = pipeline.host
+    retained = resolve_retained(host.messages, wanted)
     for _ in range(MAX_REPLANS):
-        plan = await manager._plan_request(  # pyright: ignore[reportPrivateUsage]
-            token_budget=token_budget, provider=provider, retained=retained, hard_fit=hard_fit
-        )
+        scope = await pipeline.scope(token_budget, provider, retained=retained)
+        plan = pipeline.plan(scope, hard_fit=hard_fit)
         # The plan awaited the budget and the system prompt factory: a set_messages meanwhile
         # moves (or removes: ValueError) the reminders, so resolve again on what was planned.
-        current = resolve_retained(manager.messages, wanted)
+        current = resolve_retained(host.messages, wanted)
         if current == retained:
             break
         retained = current
@@ -108,4 +105,5 @@ async def get_messages_for_request_retaining(
         raise RuntimeError("context-simple: the history kept changing while a request was planned")
     check_fits(plan)
     # The compaction event below is the commit boundary: nothing before it changed state.
-    return await manager._deliver(plan)  # pyright: ignore[reportPrivateUsage]
+    await pipeline.deliver(plan)
+    return plan.view  # type: ignore[return-value]

@@ -8,6 +8,10 @@ drops itself when either changes.
 
 from __future__ import annotations
 
+__all__ = [
+    "PrefixCache",
+]
+
 from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._render import RenderResult, render_range
@@ -21,6 +25,8 @@ class PrefixCache:
         self._generation = -1
         self._stop = 0
         self._prefix = RenderResult()
+        self.rendered = 0
+        """History messages rendered so far, over every request (what the cache saves)."""
 
     def clear(self) -> None:
         self._decisions = None
@@ -42,10 +48,12 @@ class PrefixCache:
             for p in retained
         ):
             # Request-scoped: rendered from scratch, never cached.
-            return render_range(
+            whole = render_range(
                 index, decisions.without(retained), 0, size, open_tail=open_tail,
                 keep_chars=keep_chars,
             )  # fmt: skip
+            self.rendered += whole.rendered
+            return whole
         # Only the call the orchestrator is still executing can gain results in place; an
         # older interrupted call that later gets answered bumps the index generation.
         stable = size if open_tail is None else open_tail
@@ -67,6 +75,7 @@ class PrefixCache:
         tail = render_range(
             index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars
         )
+        self.rendered += grown.rendered + tail.rendered
         result = RenderResult()
         result.messages = [*prefix.messages, *tail.messages]
         result.tokens = prefix.tokens + tail.tokens

@@ -263,13 +263,13 @@ async def test_hostile_messages_are_admitted_validly_or_refused_cleanly(
         view = await manager.get_messages_for_request(budget)
         assert_view_ok(view, manager.messages, json_cap=manager.max_tool_result_bytes)
     history = copy.deepcopy(manager.messages)
-    state = (manager._decisions, manager.compaction_stats, manager.token_meter_stats)
+    state = (manager.decisions, manager.compaction_stats, manager.token_meter_stats)
     try:
         view = await manager.get_messages_for_request_retaining(
             retain_contents=[], token_budget=500, hard_fit=True
         )
     except ContextLengthError:
-        assert (manager._decisions, manager.compaction_stats, manager.token_meter_stats) == state
+        assert (manager.decisions, manager.compaction_stats, manager.token_meter_stats) == state
     else:
         assert_view_ok(view, manager.messages, json_cap=manager.max_tool_result_bytes)
     assert manager.messages == history, "requests never change history"
@@ -306,10 +306,10 @@ async def test_hostile_retention_requests_are_refused_without_state_change(retai
     manager = SimpleContextManager(max_tokens=3_000)
     await manager.add_message({"role": "user", "content": "go " * 2_000})
     await manager.add_message({"role": "assistant", "content": "working"})
-    state = (manager._decisions, manager.compaction_stats, manager.token_meter_stats)
+    state = (manager.decisions, manager.compaction_stats, manager.token_meter_stats)
     with pytest.raises((TypeError, ValueError)):
         await manager.get_messages_for_request_retaining(retain_contents=retain)
-    assert (manager._decisions, manager.compaction_stats, manager.token_meter_stats) == state
+    assert (manager.decisions, manager.compaction_stats, manager.token_meter_stats) == state
 
 
 # --- the expensive cases, once each ------------------------------------------------------------

@@ -31,7 +31,7 @@ PROVIDER_KEYS = BASE_KEYS | {"context_window", "max_output_tokens", "reserved_ou
 @pytest.fixture(autouse=True)
 def _fresh_warnings() -> None:
     # The module logs each distinct provider problem once; tests must not share that.
-    _budget._warned.clear()  # pyright: ignore[reportPrivateUsage]
+    _budget.PROVIDER_WARNINGS.clear()
 
 
 def model_info(window: int, max_output: int, model_id: str = "gemini-2.5-pro") -> ModelInfo:

@@ -146,7 +146,7 @@ async def scenario(script: Script, *, actual: bool = False) -> SimpleContextMana
         await manager.add_message(call([f"c{t}"]))
         await manager.add_message(result(f"c{t}"))
     await manager.get_messages_for_request(provider=Provider(script))
-    assert manager._decisions.escalations == 1, "one escalation behind it"
+    assert manager.decisions.escalations == 1, "one escalation behind it"
     for t in range(32, 48):
         await manager.add_message(call([f"c{t}"]))
         await manager.add_message(result(f"c{t}"))
@@ -199,7 +199,7 @@ CALLS: dict[str, tuple[Callable[..., Any], bool]] = {
 
 def state_of(manager: SimpleContextManager) -> tuple[Any, ...]:
     return (
-        manager._decisions,
+        manager.decisions,
         manager.compaction_stats,
         manager.token_meter_stats,
         copy.deepcopy(manager.messages),
@@ -611,11 +611,11 @@ async def test_an_older_plan_does_not_overwrite_a_newer_escalation() -> None:
         await manager.add_message(call([f"c{t}"]))
         await manager.add_message(result(f"c{t}"))
     await manager.get_messages_for_request()
-    newer = manager._decisions
+    newer = manager.decisions
     assert newer.escalations == 1
     gate.set()
     assert check_view(await older) == []
-    assert manager._decisions is newer, "the newer escalation stays sticky"
+    assert manager.decisions is newer, "the newer escalation stays sticky"
 
 
 async def test_a_commit_cancelled_at_pre_compact_can_be_retried_honestly() -> None:
@@ -627,11 +627,11 @@ async def test_a_commit_cancelled_at_pre_compact_can_be_retried_honestly() -> No
         retain_contents=[REMINDER],
         count_view=count_view_for(manager, script),
     )
-    before = manager._decisions
+    before = manager.decisions
     script.cancel_at = len(script.trace) + 1  # the next await: pre_compact inside commit
     with pytest.raises(asyncio.CancelledError):
         await reply["transaction"].commit()
     assert script.trace[-1] == "emit:context:pre_compact"
-    assert manager._decisions is before
+    assert manager.decisions is before
     answer = await reply["transaction"].commit()
-    assert answer is True and manager._decisions is not before, "the retry really commits"
+    assert answer is True and manager.decisions is not before, "the retry really commits"

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple._estimate import (
     FAMILIES,
-    _image_size,
     estimate_message_tokens,
     family_for_model,
 )
+from amplifier_module_context_simple._images import image_size
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 FAMILIES_AND_NONE: tuple[str | None, ...] = (*FAMILIES, None)
@@ -114,14 +114,14 @@ def image_message(url: str) -> dict[str, Any]:
     ids=["png", "png-tall", "gif", "jpeg", "jpeg-big-exif", "webp-vp8", "webp-vp8l", "webp-vp8x"],
 )
 def test_header_readers_find_the_pixel_size(image: bytes, size: tuple[int, int]) -> None:
-    assert _image_size(b64(image)) == size
+    assert image_size(b64(image)) == size
     # MIME-style line-wrapped base64 is read the same way.
-    assert _image_size(base64.encodebytes(image).decode()) == size
+    assert image_size(base64.encodebytes(image).decode()) == size
 
 
 @pytest.mark.parametrize("garbage", ["", "!!!!", b64(b"not an image at all"), b64(png(5, 5)[:20])])
 def test_unreadable_headers_give_no_size(garbage: str) -> None:
-    assert _image_size(garbage) is None
+    assert image_size(garbage) is None
 
 
 # ---------------------------------------------------------------- image prices

@@ -24,7 +24,6 @@ from amplifier_core.llm_errors import ContextLengthError
 from amplifier_core.message_models import Message
 
 import amplifier_module_context_simple as package
-import amplifier_module_context_simple._render as render_module
 from amplifier_module_context_simple import (
     SimpleContextManager,
     check_view,
@@ -227,7 +226,7 @@ async def test_03_middle_removal_among_several_tool_groups_leaves_no_orphan() ->
             retain_contents=["<system-reminder>keep the audit log</system-reminder>"]
         )
         assert_valid(view, manager.messages)
-        removed = manager._decisions.removed
+        removed = manager.decisions.removed
         assert removed, "something in the middle went"
         assert any(p > 20 for p in removed) or budget >= 14_000
         for members in groups:
@@ -259,7 +258,7 @@ async def test_04_three_parallel_results_cut_between_first_and_second() -> None:
         )
         await fill(manager, history)
         view = await valid_view(manager)
-        removed = manager._decisions.removed
+        removed = manager.decisions.removed
         assert removed, "everything older than the batch can go"
         # r2 and r3 are inside the protected window and r1 is not: the batch stays whole.
         assert not batch & removed
@@ -338,7 +337,7 @@ async def test_07_long_tool_loop_keeps_the_only_human_prompt() -> None:
         await fill(manager, group([f"c{t}"], f"ported file {t}\n" + "ok\n" * 60))
         if t % 10 == 9:
             view = await valid_view(manager)
-            escalated = manager._decisions.escalations
+            escalated = manager.decisions.escalations
             assert view[0] is manager.messages[0]
             assert view[0]["content"] == task
     assert escalated >= 3
@@ -389,28 +388,19 @@ async def test_08_damaged_history_is_repaired_in_the_view_only_and_not_for_good(
     small = SimpleContextManager(max_tokens=2_500, protected_recent=0.2)
     await fill(small, [*history, *(m for t in range(6) for m in group([f"z{t}"], "x" * 900))])
     compacted = await valid_view(small)
-    if 1 in small._decisions.removed:
+    if 1 in small.decisions.removed:
         assert not any(m.get("_repaired") for m in compacted)
     # Nor is the damage a permanent cost: an old interrupted call does not make each later
     # request re-render the history after it (counted where the view builds each message).
-    emitted = [0]
-    original = render_module._emit
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        emitted[0] += 1
-        original(*args, **kwargs)
-
     long = SimpleContextManager()
     await fill(long, history[:3])
     await fill(long, [m for t in range(1_000) for m in group([f"l{t}"], "ok", blocks=False)])
     await long.get_messages_for_request()
-    render_module._emit = counting  # type: ignore[assignment]
-    try:
-        for t in range(10):
-            await long.add_message(prompt(f"more {t}"))
-            await long.get_messages_for_request()
-    finally:
-        render_module._emit = original  # type: ignore[assignment]
+    rendered = long.planner.rendered_messages
+    for t in range(10):
+        await long.add_message(prompt(f"more {t}"))
+        await long.get_messages_for_request()
+    emitted = [long.planner.rendered_messages - rendered]
     assert emitted[0] <= 10 * 5, f"{emitted[0] / 10:.0f} messages rendered per request"
 
 
@@ -440,7 +430,7 @@ async def test_09_count_based_cut_right_after_a_call() -> None:
 
 def state_of(manager: SimpleContextManager) -> tuple[Any, ...]:
     return (
-        manager._decisions,
+        manager.decisions,
         manager.compaction_stats,
         manager.token_meter_stats,
         copy.deepcopy(manager.messages),
@@ -524,18 +514,18 @@ async def test_13_nothing_is_dropped_silently_every_escalation_has_an_event() ->
     recorder = Recorder()
     manager = SimpleContextManager(max_tokens=9_000, hooks=recorder)
     await manager.add_message(prompt("Long job."))
-    seen_decisions = manager._decisions
+    seen_decisions = manager.decisions
     for t in range(60):
         await fill(manager, group([f"c{t}", f"d{t}"], BIG[: 600 + 37 * t]))
         if t % 3:
             await manager.add_message(say(f"step {t} done"))
         events_before = len(recorder.named("context:compaction"))
         view = await valid_view(manager)
-        changed = manager._decisions is not seen_decisions
+        changed = manager.decisions is not seen_decisions
         assert len(recorder.named("context:compaction")) == events_before + int(changed)
-        seen_decisions = manager._decisions
+        seen_decisions = manager.decisions
         history = manager.messages
-        removed = manager._decisions.removed
+        removed = manager.decisions.removed
         repaired = sum(bool(m.get("_repaired")) for m in view)
         notice = int(is_notice(view[-1]))
         assert len(view) == len(history) - len(removed) + repaired + notice
@@ -546,7 +536,7 @@ async def test_13_nothing_is_dropped_silently_every_escalation_has_an_event() ->
         assert event["messages_truncated"] == len(event["truncated_positions"])
         assert event["user_messages_stubbed"] == len(event["stubbed_positions"])
     reported = {p for e in events for p in e["removed_positions"]}
-    assert reported == set(manager._decisions.removed)
+    assert reported == set(manager.decisions.removed)
     names = [n for n, _ in recorder.events if n != "context:budget"]
     assert names == ["context:pre_compact", "context:compaction", "context:post_compact"] * len(
         events

@@ -24,13 +24,12 @@ from amplifier_module_context_simple._meter import (
     METER_EVENT,
     METER_HOOK_NAME,
     METER_HOOK_PRIORITY,
-    MeterStats,
     SizeModel,
     TokenMeter,
-    choose_usage,
     fit_size_model,
     parse_usage_reading,
 )
+from amplifier_module_context_simple._meter_stats import MeterStats, choose_usage
 
 
 def _mounted() -> tuple[TokenMeter, Any, Any]:

@@ -97,7 +97,7 @@ class RefOrchestrator:
 
 def state_of(manager: SimpleContextManager) -> tuple[Any, ...]:
     return (
-        manager._decisions,
+        manager.decisions,
         manager.compaction_stats,
         manager.token_meter_stats,
         manager.meter.snapshot(),
@@ -251,9 +251,9 @@ async def test_measured_target_reached_commits_and_emits_with_outcome() -> None:
     assert result["base_view"] is ref.counted[-1]
     assert any(m.get("content") == REMINDER for m in result["base_view"])
     assert recorder.named("context:compaction") == [], "staged until commit"
-    before = manager._decisions
+    before = manager.decisions
     assert await result["transaction"].commit() is True
-    assert manager._decisions is not before
+    assert manager.decisions is not before
     [event] = recorder.named("context:compaction")
     assert event["outcome"] == "target_reached"
     assert event["measurement_source"] == "ref-count"
@@ -371,12 +371,12 @@ async def test_rollback_is_idempotent_and_terminal() -> None:
     result = await manager.get_measured_request_view(
         provider=None, retain_contents=[], count_view=RefOrchestrator(manager).count_view
     )
-    before = manager._decisions
+    before = manager.decisions
     transaction = result["transaction"]
     transaction.rollback()
     transaction.rollback()
     assert await transaction.commit() is False
-    assert manager._decisions is before
+    assert manager.decisions is before
     assert recorder.named("context:compaction") == []
 
 

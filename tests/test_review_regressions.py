@@ -135,14 +135,8 @@ async def test_system_prompt_is_estimated_once_not_per_request() -> None:
 
     await manager.set_system_prompt_factory(factory)
     await manager.get_messages_for_request()
-    seen: list[int] = []
-    original = manager._index._estimator
-
-    def counting(message: Any, *, family: str | None = None) -> int:
-        seen.append(1)
-        return original(message, family=family)
-
-    manager._index._estimator = counting
+    calls = manager.planner.index.estimator_calls
     for _ in range(5):
         await manager.get_messages_for_request()
+    seen = [1] * (manager.planner.index.estimator_calls - calls)
     assert seen == []

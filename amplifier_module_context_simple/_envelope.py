@@ -1,0 +1,129 @@
+"""The counted envelopes of the measured path: what ``count_view`` and ``fit_output`` return.
+
+An envelope carries the hard-safety figures (``estimated_input_tokens``,
+``input_limit_tokens``) and, when the provider counted the request, a measurement. A
+malformed envelope is the orchestrator's bug and raises ``TypeError`` naming what is wrong; a
+request known to be over the provider's hard limit never goes out (``fail_closed``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Counted",
+    "Measurement",
+    "fail_closed",
+    "read_counted",
+    "read_envelope",
+    "read_fitted",
+]
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._budget import context_length_error
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    source: str
+    input_tokens: int
+    estimated_input_tokens: int
+    input_limit_tokens: int
+
+    @property
+    def over_limit(self) -> bool:
+        return self.estimated_input_tokens > self.input_limit_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """What a counted envelope says: the hard-safety figures, and a usable count if any."""
+
+    estimated_input_tokens: int
+    input_limit_tokens: int
+    measurement: Measurement | None
+
+    @property
+    def over_limit(self) -> bool:
+        return self.estimated_input_tokens > self.input_limit_tokens
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_counted(envelope: object, *, what: str = "count_view") -> Counted | None:
+    """Validate a counted envelope; None when it was not counted (``budget_decision: None``).
+
+    A malformed envelope is the orchestrator's bug and raises ``TypeError`` naming what is
+    wrong; the hard-safety fields (``estimated_input_tokens``, ``input_limit_tokens``) must
+    be non-negative ints. A well-formed one without a usable provider count has
+    ``measurement`` None.
+    """
+    if not isinstance(envelope, Mapping) or "dispatch" not in envelope:
+        raise TypeError(f"{what} must return a mapping with 'dispatch' and 'budget_decision'")
+    if "budget_decision" not in envelope:
+        raise TypeError(f"{what} result lacks 'budget_decision' (use None when not counted)")
+    decision = envelope["budget_decision"]
+    if decision is None:
+        return None
+    if not isinstance(decision, Mapping):
+        raise TypeError(f"{what}: 'budget_decision' must be a mapping or None")
+    for key in ("estimated_input_tokens", "input_limit_tokens", "measurement"):
+        if key not in decision:
+            raise TypeError(f"{what}: 'budget_decision' lacks {key!r}")
+    estimated, limit = decision["estimated_input_tokens"], decision["input_limit_tokens"]
+    for key, value in (("estimated_input_tokens", estimated), ("input_limit_tokens", limit)):
+        if not _is_count(value):
+            raise TypeError(
+                f"{what}: 'budget_decision' field {key!r} must be a non-negative int, got {value!r}"
+            )
+    measurement = decision["measurement"]
+    if measurement is not None and not isinstance(measurement, Mapping):
+        raise TypeError(f"{what}: 'measurement' must be a mapping or None")
+    usable: Measurement | None = None
+    if measurement is not None:
+        source, tokens = measurement.get("source"), measurement.get("input_tokens")
+        if (
+            measurement.get("kind") == "provider_count"
+            and isinstance(source, str)
+            and bool(source)
+            and _is_count(tokens)
+            and estimated >= tokens  # type: ignore[operator]
+        ):
+            usable = Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
+    return Counted(estimated, limit, usable)  # type: ignore[arg-type]
+
+
+def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:
+    """The usable provider measurement of a counted envelope, or None (see ``read_counted``)."""
+    counted = read_counted(envelope, what=what)
+    return None if counted is None else counted.measurement
+
+
+def fail_closed(counted: Counted | None) -> None:
+    """A known request over the provider's hard limit never goes out, measured or not."""
+    if counted is not None and counted.over_limit:
+        raise context_length_error(
+            f"context-simple: the request is ~{counted.estimated_input_tokens} input tokens "
+            f"and the provider's limit is {counted.input_limit_tokens}; refusing to dispatch "
+            "it - shorten the system prompt, the first or latest prompt, or the retained "
+            "reminders"
+        )
+
+
+def read_fitted(relief: Mapping[str, Any]) -> Measurement:
+    reading = read_envelope(relief, what="fit_output")
+    calls = relief.get("count_calls")
+    if not (isinstance(calls, int) and not isinstance(calls, bool) and calls > 0):
+        raise TypeError("fit_output result needs a positive int 'count_calls'")
+    if reading is None:
+        raise TypeError("fit_output result carries no usable provider measurement")
+    if reading.over_limit:
+        raise context_length_error(
+            "context-simple: even with a smaller output allowance the request exceeds the "
+            f"provider's input limit ({reading.estimated_input_tokens} > "
+            f"{reading.input_limit_tokens})"
+        )
+    return reading

@@ -1,0 +1,59 @@
+"""The records of one request: its ``Scope`` (what every candidate view shares) and its
+``RequestPlan`` (everything computed before state changes). Only ``_planner`` builds them."""
+
+from __future__ import annotations
+
+__all__ = ["RequestPlan", "Scope"]
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._budget import Budget
+from ._decisions import NO_DECISIONS, CompactionStats, Decisions
+from ._ladder import Step
+from ._meter import IDENTITY, SizeModel
+from ._meter_stats import MeterStats
+
+
+@dataclass(slots=True)
+class RequestPlan:
+    """Everything one request computed before it touches state or emits anything."""
+
+    budget: Budget
+    view: list[Mapping[str, Any]]
+    view_tokens: int
+    decisions: Decisions
+    escalated: Step | None
+    stats: CompactionStats | None
+    meter_stats: MeterStats
+    usable_budget: int
+    base: Decisions = NO_DECISIONS
+    """The decisions in force when the plan was made: it may only replace exactly those."""
+    epoch: int = 0
+    """The history generation it was made for (``set_messages``/``clear`` start a new one)."""
+    system_tokens: int = 0
+    repaired: list[str] = field(default_factory=list[str])
+    size_model: SizeModel = IDENTITY
+    """The real-size model the plan was sized with (the identity in estimate mode)."""
+    covered: int = 0
+    """Our estimate of the view before any reduction (what an unanchored reading covered)."""
+    stuck: bool = False
+    """The real figure crossed the trigger and the ladder could change nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What every candidate view of one request shares."""
+
+    budget: Budget
+    systems: list[Mapping[str, Any]]
+    system_tokens: int
+    usable: int
+    """The budget minus the notice reserve: what the trigger and target are shares of."""
+    open_tail: int | None
+    retained: frozenset[int]
+    protected_extra: frozenset[int]
+    epoch: int = 0
+    notice_cost: int = 0
+    """What the longest notice this history could get takes (0 when none would be shown)."""

@@ -1,0 +1,400 @@
+"""The request planner: (history, decisions in force, config, budget, meter) -> ``RequestPlan``.
+
+A plan is everything one request computes before it touches state or emits anything. The
+planner builds it in seven passes, always in this order:
+
+1. **budget** - the usable budget is the effective budget minus the notice reserve, and the
+   notice cost is what the longest notice this history could get takes. Both come first
+   because the trigger and the target are shares of the usable budget, and the hard limit
+   leaves room for the notice the escalation would add.
+2. **scope** - sync the history index, fix the system part (the factory's text included),
+   the open tail call, the retained envelopes and the extra protected positions. Every
+   candidate view of the request shares it.
+3. **render** - the view body under the decisions in force, with the view's projections onto
+   the host's model and its id repairs (from the prefix cache: only new messages render).
+4. **usage** - the figure the trigger compares (our estimate, or the meter's reading plus
+   modelled growth) and the real-size model. Calibration comes before the target because the
+   target and the limit are real figures converted into estimate units through that model.
+5. **escalation** - past the trigger (or over the hard limit) the ladder walks its rungs to
+   the target, then (plain and retention paths) the fit pass relaxes protection down to the
+   floor while the view is still over the limit.
+6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
+   from a render of the new decisions.
+7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
+   without escalation is composed before usage too: readings answer whole views).
+
+The planner owns only caches (the rendered prefix, the factory's and the notice's token
+counts); it never reads or writes session state. This module is the only place a
+``RequestPlan`` (``_plan``) is constructed.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Planner", "SystemPromptFactory", "request_plan"]
+
+import inspect
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ._budget import Budget, derive_budget
+from ._config import ContextConfig
+from ._decisions import CompactionStats, Decisions
+from ._estimate import family_for_model
+from ._history import HistoryIndex
+from ._ladder import LadderPolicy, Step, plan_escalation
+from ._meter import IDENTITY, SizeModel, TokenMeter
+from ._meter_stats import MeterStats, choose_usage
+from ._plan import RequestPlan, Scope
+from ._render import (
+    NoticeFigures,
+    RenderResult,
+    notice,
+    notice_message,
+    open_tail_call,
+    system_part,
+)
+from ._view_cache import PrefixCache
+
+SystemPromptFactory = Callable[[], Awaitable[str] | str]
+
+
+class Planner:
+    """Plans requests over one history index with one configuration (see the module doc)."""
+
+    def __init__(self, config: ContextConfig, index: HistoryIndex) -> None:
+        self.config = config
+        self.index = index
+        self.system_prompt_factory: SystemPromptFactory | None = None
+        self.policy = LadderPolicy(
+            config.protected_recent, config.protected_tool_results, config.truncate_chars
+        )
+        self._prefix = PrefixCache()
+        self._factory_cache: tuple[object, int] = (None, 0)
+        self._notice_cost_cache: tuple[object, int] = (None, 0)
+
+    @property
+    def rendered_messages(self) -> int:
+        """How many history messages the planner has rendered so far (the cache's cost)."""
+        return self._prefix.rendered
+
+    def reset(self) -> None:
+        """A new history: drop the rendered prefix."""
+        self._prefix.clear()
+
+    # ---------------------------------------------------------------- 1. budget
+
+    async def inputs(self, token_budget: int | None, provider: Any) -> tuple[Budget, str | None]:
+        """The awaited inputs of a request: its budget and the system prompt factory's text."""
+        config = self.config
+        budget = await derive_budget(
+            token_budget=token_budget,
+            provider=provider,
+            max_tokens=config.max_tokens,
+            max_tokens_fallback=config.max_tokens_fallback,
+            output_reserve_fraction=config.output_reserve_fraction,
+        )
+        return budget, await self._system_text()
+
+    def usable_budget(self, effective: int) -> int:
+        # TODO: config.usable_budget (the derived rule moves to ContextConfig).
+        config = self.config
+        reserve = config.compaction_notice_token_reserve if config.compaction_notice_enabled else 0
+        # A reserve that would leave nothing is ignored rather than making every request fail.
+        return effective - reserve if reserve < effective else effective
+
+    def _notice_cost(self) -> int:
+        """Tokens the longest notice this history could get takes (0 with notices off)."""
+        config = self.config
+        if not config.compaction_notice_enabled:
+            return 0
+        size = len(self.index.facts)
+        key = (len(str(size + 1000)), config.compaction_notice_verbosity, self.index.family)
+        if self._notice_cost_cache[0] != key:
+            largest = NoticeFigures.largest(size)
+            cost = max(
+                self.index.estimate(notice_message(figures, config.compaction_notice_verbosity))
+                for figures in (largest, replace(largest, relaxed=False))
+            )
+            self._notice_cost_cache = (key, cost)
+        return self._notice_cost_cache[1]
+
+    # ---------------------------------------------------------------- 2. scope
+
+    def scope(
+        self,
+        messages: list[dict[str, Any]],
+        budget: Budget,
+        factory_text: str | None,
+        *,
+        epoch: int = 0,
+        retained: frozenset[int] = frozenset(),
+        protected_extra: frozenset[int] = frozenset(),
+    ) -> Scope:
+        """Index the history and fix what one request's views are built from."""
+        family = self.config.token_family or family_for_model(budget.model_name)
+        index = self.index
+        index.sync(messages, family)
+        stored = [index.facts[i] for i in index.system_positions]
+        systems = system_part(stored, factory_text)
+        known = {id(f.sent): f.tokens for f in stored}
+        open_tail = open_tail_call(index)
+        return Scope(
+            budget=budget,
+            systems=systems,
+            system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
+            usable=self.usable_budget(budget.effective_budget),
+            open_tail=open_tail,
+            retained=retained,
+            protected_extra=protected_extra,
+            epoch=epoch,
+            notice_cost=self._notice_cost() if open_tail is None else 0,
+        )
+
+    async def _system_text(self) -> str | None:
+        factory = self.system_prompt_factory
+        if factory is None:
+            return None
+        text = factory()
+        if inspect.isawaitable(text):
+            text = await text
+        if not isinstance(text, str):
+            # Sending "None" as the system prompt would silently replace the real one.
+            raise TypeError(
+                "the system prompt factory must return a string, it returned "
+                f"{type(text).__name__}: {text!r:.80}"
+            )
+        return text
+
+    def _factory_tokens(self, message: Mapping[str, Any]) -> int:
+        key = (message.get("content"), self.index.family)
+        if self._factory_cache[0] != key:
+            self._factory_cache = (key, self.index.estimate(message))
+        return self._factory_cache[1]
+
+    # ---------------------------------------------------------------- 3. render
+
+    def render(self, scope: Scope, decisions: Decisions) -> RenderResult:
+        """Render the non-system history, reusing the stable prefix of the previous render."""
+        return self._prefix.render(
+            self.index,
+            decisions,
+            open_tail=scope.open_tail,
+            retained=scope.retained,
+            keep_chars=self.config.truncate_chars,
+        )
+
+    # ---------------------------------------------------------------- 4. usage
+
+    def usage(self, scope: Scope, estimate: int, view_tokens: int, meter: TokenMeter) -> MeterStats:
+        """The figure the trigger compares for a view estimated at ``view_tokens``."""
+        return choose_usage(
+            mode=self.config.token_meter,
+            estimated=estimate,
+            view_estimate=view_tokens,
+            meter=meter,
+            budget=scope.usable,
+            view_has_images=self.index.image_messages > 0,
+        )
+
+    def size_model(self, meter: TokenMeter, estimate: int) -> SizeModel:
+        """The real-size model for a view estimated at ``estimate`` (identity on estimates)."""
+        if self.config.token_meter != "actual":
+            return IDENTITY
+        return meter.size_model_for(estimate)
+
+    # ---------------------------------------------------------------- 5. escalation
+
+    def ladder(
+        self,
+        scope: Scope,
+        decisions: Decisions,
+        *,
+        usage: int,
+        target: int,
+        limit: int | None = None,
+    ) -> Generator[Step, int | None, None]:
+        """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``."""
+        return plan_escalation(
+            self.index,
+            decisions,
+            usage=usage,
+            target=target,
+            policy=self.policy,
+            retained=scope.retained,
+            protected_extra=scope.protected_extra,
+            open_tail=scope.open_tail,
+            limit=limit,
+        )
+
+    # ---------------------------------------------------------------- 6. statistics
+
+    def statistics(
+        self,
+        scope: Scope,
+        step: Step,
+        previous: Decisions,
+        *,
+        before: tuple[int, int],
+        after: RenderResult,
+        target: int,
+        measured: tuple[int | None, int | None] = (None, None),
+    ) -> CompactionStats:
+        """The figures of one escalation; ``after`` is the body rendered under its decisions."""
+        config = self.config
+        return CompactionStats.of_escalation(
+            step.decisions,
+            previous,
+            level=step.level,
+            before=before,
+            after=(scope.system_tokens + after.tokens, len(scope.systems) + len(after.messages)),
+            systems=len(scope.systems),
+            budget=scope.usable,
+            target=target,
+            protected_recent=config.protected_recent,
+            protected_tool_results=config.protected_tool_results,
+            history_messages=len(self.index.facts),
+            relaxed=(step.results_shortened, step.groups_removed),
+            measured_tokens=measured[0],
+            overhead_tokens=measured[1],
+        )
+
+    # ---------------------------------------------------------------- 7. compose
+
+    def compose(
+        self,
+        scope: Scope,
+        decisions: Decisions,
+        stats: CompactionStats | None,
+        body: RenderResult | None = None,
+    ) -> tuple[list[Mapping[str, Any]], int, RenderResult]:
+        """The notice-inclusive view for ``decisions``, its estimate and the rendered body."""
+        if body is None:
+            body = self.render(scope, decisions)
+        view = [*scope.systems, *body.messages]
+        tokens = scope.system_tokens + body.tokens
+        config = self.config
+        if (
+            config.compaction_notice_enabled
+            and stats is not None
+            and not decisions.empty
+            and decisions.level >= config.compaction_notice_min_level
+            and scope.open_tail is None
+        ):
+            reminder = notice(stats, decisions, config.compaction_notice_verbosity)
+            view.append(reminder)
+            tokens += self.index.estimate(reminder)
+        return view, tokens, body
+
+    # ---------------------------------------------------------------- the passes in order
+
+    def plan(
+        self,
+        scope: Scope,
+        *,
+        decisions: Decisions,
+        stats: CompactionStats | None,
+        meter: TokenMeter,
+        hard_fit: bool = False,
+        relax: bool = True,
+    ) -> RequestPlan:
+        """Plan one request on our estimate: escalate past the trigger, else render as is.
+
+        ``decisions``/``stats`` are those in force. ``relax`` lets a fit pass give up protection
+        when the rungs leave the view over budget (plain and retention paths; not measured).
+        """
+        config, usable, entry = self.config, scope.usable, decisions
+        # 3. render, and the view as it goes out when nothing escalates (readings answer
+        # whole views).
+        body = self.render(scope, decisions)
+        estimate = scope.system_tokens + body.tokens
+        view, view_tokens, body = self.compose(scope, decisions, stats, body)
+        # 4. usage, then the model that converts real figures into estimate units.
+        meter_stats = self.usage(scope, estimate, view_tokens, meter)
+        model = self.size_model(meter, view_tokens)
+        # 5. escalation: the budget (the notice included) and the target are real figures.
+        trigger = config.compact_threshold * usable
+        limit = model.to_estimate(scope.budget.effective_budget) - scope.notice_cost
+        if hard_fit:
+            target, real_target = limit, model.to_real(max(limit, 0))
+        else:
+            real_target = int(config.target_usage * usable)
+            target = model.to_estimate(real_target)
+        step: Step | None = None
+        over = meter_stats.used >= trigger
+        if over or estimate > limit:
+            # The last rung that changed something: with nothing new to reduce there is no
+            # step, and so no storm of identical escalations.
+            for rung in self.ladder(
+                scope, decisions, usage=estimate, target=target, limit=limit if relax else None
+            ):
+                step = rung
+        if step is not None:
+            # 6. statistics, 7. compose.
+            before = (estimate, len(scope.systems) + len(body.messages))
+            previous, decisions = decisions, step.decisions
+            body = self.render(scope, decisions)
+            stats = self.statistics(
+                scope,
+                step,
+                previous,
+                before=before,
+                after=body,
+                target=real_target,
+                measured=_measured_figures(meter_stats),
+            )
+            view, view_tokens, body = self.compose(scope, decisions, stats, body)
+        return request_plan(
+            scope,
+            entry,
+            view=view,
+            view_tokens=view_tokens,
+            step=step,
+            stats=stats,
+            meter_stats=meter_stats,
+            repaired=body.repaired,
+            size_model=model,
+            covered=meter_stats.view_estimate,
+            stuck=over and step is None and meter_stats.source == "actual",
+        )
+
+
+def request_plan(
+    scope: Scope,
+    entry: Decisions,
+    *,
+    view: list[Mapping[str, Any]],
+    view_tokens: int,
+    step: Step | None,
+    stats: CompactionStats | None,
+    meter_stats: MeterStats,
+    repaired: list[str],
+    size_model: SizeModel,
+    covered: int,
+    stuck: bool = False,
+) -> RequestPlan:
+    """The one constructor of a plan: what it may replace and when comes from the scope."""
+    return RequestPlan(
+        budget=scope.budget,
+        view=view,
+        view_tokens=view_tokens,
+        decisions=entry if step is None else step.decisions,
+        escalated=step,
+        stats=stats if step is not None else None,
+        meter_stats=meter_stats,
+        usable_budget=scope.usable,
+        base=entry,
+        epoch=scope.epoch,
+        system_tokens=scope.system_tokens,
+        repaired=repaired,
+        size_model=size_model,
+        covered=covered,
+        stuck=stuck,
+    )
+
+
+def _measured_figures(stats: MeterStats) -> tuple[int | None, int | None]:
+    """(``measured_tokens``, ``overhead_tokens``) for the compaction payload."""
+    if stats.source != "actual":
+        return None, None
+    return stats.used, stats.overhead

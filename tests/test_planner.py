@@ -1,0 +1,106 @@
+"""The planner and the session state, driven directly: no manager involved."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+from typing import Any
+
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager
+from amplifier_module_context_simple._decisions import NO_DECISIONS
+from amplifier_module_context_simple._estimate import estimate_message_tokens
+from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._plan import RequestPlan
+from amplifier_module_context_simple._planner import Planner
+from amplifier_module_context_simple._session import SessionState, deliver
+
+
+def _history(turns: int, size: int = 2_000) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Start the task."}]
+    for t in range(turns):
+        messages.append({"role": "assistant", "content": f"step {t} " + "x" * size})
+        messages.append({"role": "user", "content": f"go on {t}"})
+    return messages
+
+
+def _planner(**config: Any) -> Planner:
+    settings = ContextConfig.from_mapping(config)
+    return Planner(settings, HistoryIndex(estimate_message_tokens))
+
+
+async def _plan(planner: Planner, messages: list[dict[str, Any]], **kw: Any) -> RequestPlan:
+    state = SessionState()
+    budget, text = await planner.inputs(kw.pop("token_budget", None), None)
+    scope = planner.scope(messages, budget, text, epoch=state.epoch)
+    return planner.plan(
+        scope, decisions=state.decisions, stats=state.stats, meter=state.meter, **kw
+    )
+
+
+async def test_below_the_trigger_the_plan_is_the_history_as_is() -> None:
+    planner = _planner()
+    messages = _history(3)
+    plan = await _plan(planner, messages)
+    assert plan.escalated is None and plan.stats is None
+    assert plan.decisions is NO_DECISIONS and plan.base is NO_DECISIONS
+    assert [m["content"] for m in plan.view] == [m["content"] for m in messages]
+    assert plan.view_tokens == sum(estimate_message_tokens(m) for m in messages)
+
+
+async def test_past_the_trigger_the_plan_escalates_with_statistics_and_a_notice() -> None:
+    planner = _planner(max_tokens=6_000)
+    plan = await _plan(planner, _history(40))
+    assert plan.escalated is not None and plan.stats is not None
+    assert plan.decisions is plan.escalated.decisions and plan.base is NO_DECISIONS
+    assert plan.stats.after_tokens < plan.stats.before_tokens
+    assert plan.usable_budget == planner.usable_budget(plan.budget.effective_budget)
+    assert plan.view[-1]["role"] == "user"  # the compaction notice is composed last
+    assert plan.view_tokens <= plan.budget.effective_budget
+
+
+async def test_the_notice_reserve_comes_off_the_budget_before_the_trigger() -> None:
+    with_reserve = await _plan(_planner(max_tokens=20_000), _history(1))
+    without = await _plan(_planner(max_tokens=20_000, compaction_notice_enabled=False), _history(1))
+    assert with_reserve.usable_budget == without.usable_budget - 800
+
+
+async def test_the_prefix_cache_renders_only_what_is_new() -> None:
+    planner = _planner()
+    messages = _history(50)
+    await _plan(planner, messages)
+    first = planner.rendered_messages
+    assert first == len(messages)
+    messages.append({"role": "assistant", "content": "one more"})
+    await _plan(planner, messages)
+    assert planner.rendered_messages - first <= 2
+
+
+async def test_deliver_commits_then_emits_in_order() -> None:
+    seen: list[str] = []
+
+    class Hooks:
+        async def emit(self, event: str, payload: dict[str, Any]) -> None:
+            seen.append(event)
+
+    planner, state = _planner(max_tokens=6_000), SessionState()
+    budget, text = await planner.inputs(None, None)
+    scope = planner.scope(_history(40), budget, text, epoch=state.epoch)
+    plan = planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=state.meter)
+    assert state.is_current(plan)
+    assert await deliver(state, Hooks(), plan)
+    assert state.decisions is plan.decisions
+    assert not state.is_current(plan)  # a plan may only replace the decisions it saw
+    assert seen == [
+        "context:pre_compact",
+        "context:compaction",
+        "context:post_compact",
+        "context:budget",
+    ]
+
+
+def test_the_constructor_keywords_are_the_config_fields() -> None:
+    parameters = inspect.signature(SimpleContextManager.__init__).parameters
+    keywords = {name: p.default for name, p in parameters.items() if name not in ("self", "hooks")}
+    assert keywords == {f.name: f.default for f in fields(ContextConfig)}
+    declared = inspect.get_annotations(SimpleContextManager)
+    assert {name for name in declared if name in keywords} == set(keywords)
