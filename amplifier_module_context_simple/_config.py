@@ -7,6 +7,7 @@ raising, because the module's published contract has always treated them that wa
 
 from __future__ import annotations
 
+# Exports the validated settings record and the choices its keys accept.
 __all__ = [
     "MIN_TOOL_RESULT_BYTES",
     "NOTICE_VERBOSITIES",
@@ -19,15 +20,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
-
-# Exports the validated settings record and the choices its keys accept.
-__all__ = [
-    "MIN_TOOL_RESULT_BYTES",
-    "NOTICE_VERBOSITIES",
-    "TOKEN_FAMILIES",
-    "TOKEN_METER_MODES",
-    "ContextConfig",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ them literally. Emission never fails a request: a hook registry that raises is l
 
 from __future__ import annotations
 
+# Exports the event names and the one routine that emits them.
 __all__ = [
     "BUDGET",
     "COMPACTION",
@@ -20,17 +21,6 @@ import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any
-
-# Exports the event names and the one routine that emits them.
-__all__ = [
-    "BUDGET",
-    "COMPACTION",
-    "EVENTS",
-    "INGRESS_TRUNCATED",
-    "POST_COMPACT",
-    "PRE_COMPACT",
-    "safe_emit",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -16,35 +16,6 @@ Content blocks may be plain dicts or the host's typed block objects (anything wi
 
 from __future__ import annotations
 
-__all__ = [
-    "CALL_BLOCK_TYPES",
-    "IMAGE_BLOCK_TYPES",
-    "LOADED_TOOLS_KEY",
-    "NON_HUMAN_SOURCES",
-    "RESULT_BLOCK_TYPES",
-    "ROLES",
-    "THINKING_BLOCK_TYPES",
-    "Message",
-    "ToolPairing",
-    "block_dict",
-    "blocks",
-    "call_ids",
-    "carries_loaded_tools",
-    "describe",
-    "has_image",
-    "has_thinking",
-    "is_human_prompt",
-    "is_tool_result",
-    "metadata",
-    "pair_messages",
-    "read_block",
-    "result_ids",
-    "validate_message",
-]
-
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
 # Exports the message vocabulary: roles, block types, view-marker keys, and the readers.
 __all__ = [
     "CALL_BLOCK_TYPES",
@@ -76,6 +47,9 @@ __all__ = [
     "result_ids",
     "validate_message",
 ]
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
 CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})

@@ -9,6 +9,7 @@ touched.
 
 from __future__ import annotations
 
+# Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
 __all__ = [
     "NOTICE_SOURCE",
     "PLACEHOLDER_RESULT",
@@ -48,29 +49,6 @@ from ._messages import (
     blocks,
 )
 from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
-
-# Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
-__all__ = [
-    "NOTICE_SOURCE",
-    "PLACEHOLDER_RESULT",
-    "STUB_HEAD_CHARS",
-    "STUB_TEMPLATE",
-    "TRUNCATION_MARKER",
-    "Message",
-    "NoticeFigures",
-    "RenderResult",
-    "can_truncate",
-    "notice",
-    "notice_message",
-    "open_tail_call",
-    "placeholder",
-    "render_range",
-    "stubbed",
-    "system_part",
-    "text_of",
-    "truncated",
-    "without_results",
-]
 
 TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
 STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
