@@ -7,18 +7,13 @@ raising, because the module's published contract has always treated them that wa
 
 from __future__ import annotations
 
-__all__ = [
-    "MIN_TOOL_RESULT_BYTES",
-    "NOTICE_VERBOSITIES",
-    "TOKEN_FAMILIES",
-    "TOKEN_METER_MODES",
-    "ContextConfig",
-]
-
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+
+from ._estimate import FAMILIES
+from ._ingress import MIN_TOOL_RESULT_BYTES
 
 # Exports the validated settings record and the choices its keys accept.
 __all__ = [
@@ -31,12 +26,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MIN_TOOL_RESULT_BYTES = 205
-"""The smallest ingress cap that still leaves room for the truncation marker."""
-
 NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
 TOKEN_METER_MODES = ("estimate", "actual")
-TOKEN_FAMILIES = ("o200k", "claude3", "claude47")
+TOKEN_FAMILIES = FAMILIES
+"""The tokenizer families ``token_family`` accepts: the estimator's."""
 
 
 @dataclass(frozen=True, slots=True)

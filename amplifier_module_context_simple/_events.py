@@ -6,16 +6,6 @@ them literally. Emission never fails a request: a hook registry that raises is l
 
 from __future__ import annotations
 
-__all__ = [
-    "BUDGET",
-    "COMPACTION",
-    "EVENTS",
-    "INGRESS_TRUNCATED",
-    "POST_COMPACT",
-    "PRE_COMPACT",
-    "safe_emit",
-]
-
 import inspect
 import logging
 from collections.abc import Mapping

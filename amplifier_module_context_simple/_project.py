@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._ids import NO_IDS, Ids, usable
-from ._messages import CALL_BLOCK_TYPES, block_dict, read_block
+from ._messages import CALL_BLOCK_TYPES, OPENAI_IMAGE_BLOCK_TYPES, block_dict, read_block
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -260,7 +260,7 @@ def _project_block(
         if isinstance(block, Mapping) or type(block).__module__.startswith("amplifier_core"):
             return block
         return dict(data)
-    if kind in ("image_url", "input_image"):
+    if kind in OPENAI_IMAGE_BLOCK_TYPES:
         image = _image(data)
         if image is not None:
             kinds.append(IMAGE)

@@ -9,28 +9,6 @@ touched.
 
 from __future__ import annotations
 
-__all__ = [
-    "NOTICE_SOURCE",
-    "PLACEHOLDER_RESULT",
-    "STUB_HEAD_CHARS",
-    "STUB_TEMPLATE",
-    "TRUNCATION_MARKER",
-    "Message",
-    "NoticeFigures",
-    "RenderResult",
-    "can_truncate",
-    "notice",
-    "notice_message",
-    "open_tail_call",
-    "placeholder",
-    "render_range",
-    "stubbed",
-    "system_part",
-    "text_of",
-    "truncated",
-    "without_results",
-]
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
