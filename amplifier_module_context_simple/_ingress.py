@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ._messages import validate_message
+from ._numbers import is_int
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
@@ -153,7 +154,7 @@ _Clipped = tuple[Any, int, int]  # (new content, original bytes, stored bytes)
 
 def _check_cap(value: object) -> None:
     # Checked on every call (it is cheap) because a bad cap would break the size promise.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ValueError(f"max_tool_result_bytes must be an int, got {value!r}")
     if value < MIN_TOOL_RESULT_BYTES:
         raise ValueError(
