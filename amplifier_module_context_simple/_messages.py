@@ -30,7 +30,9 @@ __all__ = [
     "ORIGINAL_LENGTH_KEY",
     "ORIGINAL_TOKENS_KEY",
     "REPAIRED_KEY",
+    "RESULT_BLOCK_ROLES",
     "RESULT_BLOCK_TYPES",
+    "RESULT_ROLES",
     "ROLES",
     "SIGNED_THINKING_TYPES",
     "STUBBED_KEY",
@@ -56,6 +58,10 @@ __all__ = [
 ]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
+RESULT_ROLES = frozenset({"tool", "function"})
+"""Roles whose message answers a call by its own ``tool_call_id``."""
+RESULT_BLOCK_ROLES = RESULT_ROLES | {"user"}
+"""Roles whose message may answer calls with ``tool_result`` blocks."""
 CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
 """Call blocks that pair with results by their ``id``."""
 COUNTED_CALL_BLOCK_TYPES = CALL_BLOCK_TYPES | {"function_call"}
@@ -217,9 +223,9 @@ def result_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
     """Tool-call ids this message answers (a ``tool`` message or ``tool_result`` blocks)."""
     role = message.get("role")
     found: list[object] = []
-    if role in ("tool", "function"):
+    if role in RESULT_ROLES:
         found.append(message.get("tool_call_id") or message.get("tool_use_id"))
-    if role in ("tool", "user", "function"):
+    if role in RESULT_BLOCK_ROLES:
         for block in blocks(message):
             if block.get("type") in RESULT_BLOCK_TYPES:
                 found.append(block.get("tool_use_id") or block.get("tool_call_id"))
