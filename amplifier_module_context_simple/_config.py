@@ -44,19 +44,19 @@ def _fail(key: str, rule: str, value: object) -> ValueError:
 def _positive_int(key: str, value: object) -> int:
     if not is_int(value) or value <= 0:
         raise _fail(key, "a positive integer", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _non_negative_int(key: str, value: object) -> int:
     if not is_int(value) or value < 0:
         raise _fail(key, "an integer >= 0", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _any_int(key: str, value: object) -> int:
     if not is_int(value):
         raise _fail(key, "an integer", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _fraction(*, allow_zero: bool) -> Callable[[str, object], float]:
@@ -100,7 +100,7 @@ def _max_tokens_cap(key: str, value: object) -> int | None:
     if value is None:
         return None
     if is_int(value) and value > 0:
-        return value  # type: ignore[return-value]
+        return value
     logger.warning(
         "context-simple: %s=%r is not a positive integer; running with no cap", key, value
     )
@@ -109,7 +109,7 @@ def _max_tokens_cap(key: str, value: object) -> int | None:
 
 def _meter_mode(key: str, value: object) -> str:
     if value in TOKEN_METER_MODES:
-        return value  # type: ignore[return-value]
+        return value
     logger.warning(
         "context-simple: %s=%r is not 'estimate' or 'actual'; using 'estimate'", key, value
     )
@@ -119,7 +119,7 @@ def _meter_mode(key: str, value: object) -> str:
 def _tool_result_bytes(key: str, value: object) -> int:
     if not is_int(value) or value < MIN_TOOL_RESULT_BYTES:
         raise _fail(key, f"an integer >= {MIN_TOOL_RESULT_BYTES} (room for the marker)", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
