@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
+from ._numbers import is_int, is_number
+
 __all__ = [
     "PROVIDER_WARNINGS",
     "SAFETY_MARGIN_TOKENS",
@@ -240,7 +242,7 @@ def _warn(message: str, *args: object) -> None:
 
 def _is_positive_int(value: object) -> TypeGuard[int]:
     # bool is an int subclass; True must not read as a one-token window.
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return is_int(value) and value > 0
 
 
 def _require_positive_int(name: str, value: object) -> None:
@@ -249,12 +251,7 @@ def _require_positive_int(name: str, value: object) -> None:
 
 
 def _require_fraction(value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 <= value <= 1
-    ):
+    if not is_number(value) or not math.isfinite(value) or not 0 <= value <= 1:
         raise ValueError(f"output_reserve_fraction must be a number from 0 to 1, got {value!r}")
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._budget import context_length_error
+from ._numbers import is_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class Counted:
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value) and value >= 0
 
 
 def read_counted(envelope: object, *, what: str = "count_view") -> Counted | None:
@@ -116,7 +117,7 @@ def fail_closed(counted: Counted | None) -> None:
 def read_fitted(relief: Mapping[str, Any]) -> Measurement:
     reading = read_envelope(relief, what="fit_output")
     calls = relief.get("count_calls")
-    if not (isinstance(calls, int) and not isinstance(calls, bool) and calls > 0):
+    if not (is_int(calls) and calls > 0):
         raise TypeError("fit_output result needs a positive int 'count_calls'")
     if reading is None:
         raise TypeError("fit_output result carries no usable provider measurement")

@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._images import image_from_url, image_size, image_tokens
+from ._messages import COUNTED_CALL_BLOCK_TYPES, IMAGE_BLOCK_TYPES, TEXT_BLOCK_TYPES
 
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
@@ -131,8 +132,6 @@ _OPAQUE_KEYS = frozenset(
     ("type", "id", "call_id", "tool_call_id", "tool_use_id", "signature", "encrypted_content",
      "cache_control", "metadata", "visibility", "media_type", "mime_type")
 )  # fmt: skip
-_TEXT_BLOCKS = frozenset(("text", "input_text", "output_text", "summary_text", "reasoning_text"))
-_CALL_BLOCKS = frozenset(("tool_call", "tool_use", "function_call"))
 _MESSAGE_TEXT_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
@@ -231,7 +230,7 @@ def _block(block: Mapping[Any, Any], tally: _Tally, depth: int) -> None:
     kind = block.get("type")
     if not isinstance(kind, str):
         kind = ""
-    if kind in _TEXT_BLOCKS:
+    if kind in TEXT_BLOCK_TYPES:
         _content(block.get("text"), tally, depth)
     elif kind == "thinking":
         _content(block.get("thinking"), tally, depth)  # signature / encrypted state are opaque
@@ -240,11 +239,11 @@ def _block(block: Mapping[Any, Any], tally: _Tally, depth: int) -> None:
     elif kind == "reasoning":
         _content(block.get("summary"), tally, depth)
         _content(block.get("content"), tally, depth)
-    elif kind in _CALL_BLOCKS:
+    elif kind in COUNTED_CALL_BLOCK_TYPES:
         block_id = block.get("id")
         if not (isinstance(block_id, str) and block_id in tally.call_ids):  # not in tool_calls
             _tool_call(block, tally, depth)
-    elif kind in ("image", "image_url", "input_image"):
+    elif kind in IMAGE_BLOCK_TYPES:
         tally.images.append(_image_block(block))
     else:  # tool results and unknown blocks: every string value that is not an id or state
         for key, value in block.items():

@@ -6,6 +6,11 @@ them literally. Emission never fails a request: a hook registry that raises is l
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
 # Exports the event names and the one routine that emits them.
 __all__ = [
     "BUDGET",
@@ -16,11 +21,6 @@ __all__ = [
     "PRE_COMPACT",
     "safe_emit",
 ]
-
-import inspect
-import logging
-from collections.abc import Mapping
-from typing import Any
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._messages import CALL_BLOCK_TYPES, RESULT_BLOCK_TYPES, block_dict
+from ._messages import (
+    CALL_BLOCK_TYPES,
+    RESULT_BLOCK_ROLES,
+    RESULT_BLOCK_TYPES,
+    RESULT_ROLES,
+    block_dict,
+)
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
 SHORT_ID_LIMIT = 40
@@ -102,14 +108,14 @@ def raw_result_ids(message: Mapping[str, Any]) -> list[object]:
     """The raw ids a message answers; ``None`` stands for a tool message without one."""
     role = message.get("role")
     found: list[object] = []
-    if role in ("tool", "user", "function"):
+    if role in RESULT_BLOCK_ROLES:
         content = message.get("content")
         if isinstance(content, list):
             for block in content:  # pyright: ignore[reportUnknownVariableType]
                 data = block_dict(block)
                 if data is not None and data.get("type") in RESULT_BLOCK_TYPES:
                     found.append(data.get("tool_call_id") or data.get("tool_use_id"))
-    if role in ("tool", "function"):
+    if role in RESULT_ROLES:
         own = message.get("tool_call_id") or message.get("tool_use_id")
         if usable(own) or not found:
             found.insert(0, own if usable(own) else None)

@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ._messages import validate_message
+from ._numbers import is_int
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
@@ -91,15 +92,8 @@ class IngressClip:
     content_kind: ContentKind
 
     def payload(self) -> dict[str, Any]:
-        """Return the JSON-safe event payload describing this clip."""
-        return {
-            "tool_name": self.tool_name,
-            "tool_call_id": self.tool_call_id,
-            "original_text_utf8_bytes": self.original_text_utf8_bytes,
-            "stored_text_utf8_bytes": self.stored_text_utf8_bytes,
-            "max_tool_result_bytes": self.max_tool_result_bytes,
-            "content_kind": self.content_kind,
-        }
+        """Return the JSON-safe event payload describing this clip: every field, in order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def clip_tool_result(
@@ -153,7 +147,7 @@ _Clipped = tuple[Any, int, int]  # (new content, original bytes, stored bytes)
 
 def _check_cap(value: object) -> None:
     # Checked on every call (it is cheap) because a bad cap would break the size promise.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ValueError(f"max_tool_result_bytes must be an int, got {value!r}")
     if value < MIN_TOOL_RESULT_BYTES:
         raise ValueError(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_JSON_CAP",
-    "THINKING_TYPES",
     "check_view",
     "sent_forms",
 ]
@@ -18,13 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._ids import IdAssigner, raw_call_ids
-from ._messages import blocks, call_ids, is_human_prompt, result_ids
+from ._messages import (
+    SIGNED_THINKING_TYPES,
+    blocks,
+    call_ids,
+    is_human_prompt,
+    is_tool_result,
+    result_ids,
+)
 from ._project import project
 
 DEFAULT_JSON_CAP = 131_072
 """The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
-
-THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 def check_view(
@@ -154,7 +158,7 @@ def _check_against_history(
             problems.append(f"the {label} human prompt is missing or changed in the view")
     latest = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
     if latest is not None:
-        thinking = [b for b in blocks(latest) if b.get("type") in THINKING_TYPES]
+        thinking = [b for b in blocks(latest) if b.get("type") in SIGNED_THINKING_TYPES]
         if thinking:
             kept = next((m for m in view if _same_payload(latest, m)), None)
             if kept is None:
@@ -178,10 +182,6 @@ def _calls(message: Mapping[str, Any]) -> bool:
     return bool(listed or in_blocks)
 
 
-def _is_result(message: Mapping[str, Any]) -> bool:
-    return message.get("role") == "tool" or bool(result_ids(message))
-
-
 def _turn_before(messages: Sequence[Mapping[str, Any]], index: int) -> Mapping[str, Any] | None:
     """The message the provider reads right before ``index``'s turn starts.
 
@@ -195,7 +195,7 @@ def _turn_before(messages: Sequence[Mapping[str, Any]], index: int) -> Mapping[s
         if (
             message.get("role") == "user"
             and not is_human_prompt(message)
-            and not _is_result(message)
+            and not is_tool_result(message)
         ):
             continue
         return message
@@ -219,13 +219,13 @@ def _check_turns(
         for p, message in enumerate(history)
         if is_human_prompt(message)
         and (before := _turn_before(history, p)) is not None
-        and (_is_result(before) or _calls(before))
+        and (is_tool_result(before) or _calls(before))
     ]
     for index, message in enumerate(view):
         if not is_human_prompt(message):
             continue
         before = _turn_before(view, index)
-        if before is None or not _is_result(before):
+        if before is None or not is_tool_result(before):
             continue
         if not any(_same_payload(sent[p], message) for p in after_result):
             problems.append(
@@ -237,7 +237,7 @@ def _check_turns(
     if (
         opener is not None
         and history[opener].get("role") == "assistant"
-        and any(b.get("type") in THINKING_TYPES for b in blocks(history[opener]))
+        and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(history[opener]))
     ):
         start = _active_opener(view)
         if start is None or not _same_payload(sent[opener], view[start]):

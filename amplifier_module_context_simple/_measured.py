@@ -193,10 +193,8 @@ async def _walk(
     """The measured passes: the planner's render, usage, ladder and statistics, counted."""
     planner, state = pipeline.planner, pipeline.state
     config, entry = planner.config, state.decisions
-    policy_budget = scope.usable
-    # TODO: config.trigger / config.target (the derived rules move to ContextConfig).
-    trigger = int(config.compact_threshold * policy_budget)
-    target = int(config.target_usage * policy_budget)
+    policy_budget, effective = scope.usable, scope.budget.effective_budget
+    trigger, target = config.trigger(effective), config.target(effective)
     base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
     meter_stats = planner.usage(scope, scope.system_tokens + body.tokens, base_tokens, state.meter)
     staged = _Staged(scope, entry, meter_stats, base_tokens)
@@ -207,7 +205,7 @@ async def _walk(
     first = None if counted is None else counted.measurement
     result: dict[str, Any] = {
         "policy_budget": policy_budget,
-        "trigger": trigger,
+        "trigger": int(trigger),  # reported whole, compared exactly (as the plain path does)
         "target": target,
         "measured_before": None if first is None else first.input_tokens,
     }

@@ -16,18 +16,27 @@ Content blocks may be plain dicts or the host's typed block objects (anything wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 # Exports the message vocabulary: roles, block types, view-marker keys, and the readers.
 __all__ = [
     "CALL_BLOCK_TYPES",
+    "COUNTED_CALL_BLOCK_TYPES",
     "IMAGE_BLOCK_TYPES",
     "LOADED_TOOLS_KEY",
     "NON_HUMAN_SOURCES",
+    "OPENAI_IMAGE_BLOCK_TYPES",
     "ORIGINAL_LENGTH_KEY",
     "ORIGINAL_TOKENS_KEY",
     "REPAIRED_KEY",
+    "RESULT_BLOCK_ROLES",
     "RESULT_BLOCK_TYPES",
+    "RESULT_ROLES",
     "ROLES",
+    "SIGNED_THINKING_TYPES",
     "STUBBED_KEY",
+    "TEXT_BLOCK_TYPES",
     "THINKING_BLOCK_TYPES",
     "TRUNCATED_KEY",
     "Message",
@@ -48,13 +57,26 @@ __all__ = [
     "validate_message",
 ]
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
 ROLES = frozenset({"system", "developer", "user", "assistant", "function", "tool"})
+RESULT_ROLES = frozenset({"tool", "function"})
+"""Roles whose message answers a call by its own ``tool_call_id``."""
+RESULT_BLOCK_ROLES = RESULT_ROLES | {"user"}
+"""Roles whose message may answer calls with ``tool_result`` blocks."""
 CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
+"""Call blocks that pair with results by their ``id``."""
+COUNTED_CALL_BLOCK_TYPES = CALL_BLOCK_TYPES | {"function_call"}
+"""Blocks the estimator prices as calls: also the Responses ``function_call`` (never paired)."""
 RESULT_BLOCK_TYPES = frozenset({"tool_result"})
-THINKING_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking", "reasoning"})
+TEXT_BLOCK_TYPES = frozenset(
+    {"text", "input_text", "output_text", "summary_text", "reasoning_text"}
+)
+SIGNED_THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+"""The provider's thinking blocks: those of the latest assistant turn must be sent unchanged."""
+THINKING_BLOCK_TYPES = SIGNED_THINKING_TYPES | {"reasoning"}
+"""Every block of model reasoning, the Responses ``reasoning`` item included."""
+OPENAI_IMAGE_BLOCK_TYPES = frozenset({"image_url", "input_image"})
+"""Images in OpenAI chat (``image_url``) and Responses (``input_image``) form."""
+IMAGE_BLOCK_TYPES = OPENAI_IMAGE_BLOCK_TYPES | {"image"}
 NON_HUMAN_SOURCES = frozenset({"hook", "context-compaction"})
 LOADED_TOOLS_KEY = "openai:tool_search_items"
 # The keys a view adds to a message it changed, so readers can tell what the view did to it.
@@ -201,9 +223,9 @@ def result_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
     """Tool-call ids this message answers (a ``tool`` message or ``tool_result`` blocks)."""
     role = message.get("role")
     found: list[object] = []
-    if role in ("tool", "function"):
+    if role in RESULT_ROLES:
         found.append(message.get("tool_call_id") or message.get("tool_use_id"))
-    if role in ("tool", "user", "function"):
+    if role in RESULT_BLOCK_ROLES:
         for block in blocks(message):
             if block.get("type") in RESULT_BLOCK_TYPES:
                 found.append(block.get("tool_use_id") or block.get("tool_call_id"))
@@ -224,6 +246,7 @@ def is_human_prompt(message: Mapping[str, Any]) -> bool:
 
 
 def is_tool_result(message: Mapping[str, Any]) -> bool:
+    """A ``tool`` message, or any message that answers a call with result blocks."""
     return message.get("role") == "tool" or bool(result_ids(message))
 
 
@@ -231,9 +254,6 @@ def has_thinking(message: Mapping[str, Any]) -> bool:
     if message.get("reasoning_content"):
         return True
     return any(block.get("type") in THINKING_BLOCK_TYPES for block in blocks(message))
-
-
-IMAGE_BLOCK_TYPES = frozenset({"image", "image_url", "input_image"})
 
 
 def has_image(message: Mapping[str, Any]) -> bool:

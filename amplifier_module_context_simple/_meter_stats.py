@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["MeterStats", "choose_usage"]
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ._meter import TokenMeter
@@ -43,20 +43,7 @@ class MeterStats:
 
     def as_dict(self) -> dict[str, Any]:
         """A plain JSON-safe dict of every field (for ``_last_token_meter_stats``)."""
-        return {
-            "mode": self.mode,
-            "source": self.source,
-            "used": self.used,
-            "estimated": self.estimated,
-            "measured": self.measured,
-            "budget": self.budget,
-            "ratio": self.ratio,
-            "images_measured": self.images_measured,
-            "calibration_ratio": self.calibration_ratio,
-            "overhead": self.overhead,
-            "latest_reading": self.latest_reading,
-            "view_estimate": self.view_estimate,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def choose_usage(

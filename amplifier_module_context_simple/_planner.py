@@ -96,13 +96,6 @@ class Planner:
         )
         return budget, await self._system_text()
 
-    def usable_budget(self, effective: int) -> int:
-        # TODO: config.usable_budget (the derived rule moves to ContextConfig).
-        config = self.config
-        reserve = config.compaction_notice_token_reserve if config.compaction_notice_enabled else 0
-        # A reserve that would leave nothing is ignored rather than making every request fail.
-        return effective - reserve if reserve < effective else effective
-
     def _notice_cost(self) -> int:
         """Tokens the longest notice this history could get takes (0 with notices off)."""
         config = self.config
@@ -143,7 +136,7 @@ class Planner:
             budget=budget,
             systems=systems,
             system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
-            usable=self.usable_budget(budget.effective_budget),
+            usable=self.config.usable_budget(budget.effective_budget),
             open_tail=open_tail,
             retained=retained,
             protected_extra=protected_extra,
@@ -303,7 +296,7 @@ class Planner:
         ``decisions``/``stats`` are those in force. ``relax`` lets a fit pass give up protection
         when the rungs leave the view over budget (plain and retention paths; not measured).
         """
-        config, usable, entry = self.config, scope.usable, decisions
+        config, entry = self.config, decisions
         # 3. render, and the view as it goes out when nothing escalates (readings answer
         # whole views).
         body = self.render(scope, decisions)
@@ -313,12 +306,13 @@ class Planner:
         meter_stats = self.usage(scope, estimate, view_tokens, meter)
         model = self.size_model(meter, view_tokens)
         # 5. escalation: the budget (the notice included) and the target are real figures.
-        trigger = config.compact_threshold * usable
-        limit = model.to_estimate(scope.budget.effective_budget) - scope.notice_cost
+        effective = scope.budget.effective_budget
+        trigger = config.trigger(effective)
+        limit = model.to_estimate(effective) - scope.notice_cost
         if hard_fit:
             target, real_target = limit, model.to_real(max(limit, 0))
         else:
-            real_target = int(config.target_usage * usable)
+            real_target = config.target(effective)
             target = model.to_estimate(real_target)
         step: Step | None = None
         over = meter_stats.used >= trigger

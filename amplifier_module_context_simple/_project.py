@@ -47,7 +47,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._ids import NO_IDS, Ids, usable
-from ._messages import CALL_BLOCK_TYPES, block_dict, read_block
+from ._messages import (
+    CALL_BLOCK_TYPES,
+    OPENAI_IMAGE_BLOCK_TYPES,
+    RESULT_ROLES,
+    block_dict,
+    read_block,
+)
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -146,7 +152,7 @@ def _project_fields(
     if name is not None and not isinstance(name, str):
         changes["name"] = str(name)
         kinds.append(FIELD)
-    if message.get("role") in ("tool", "function"):
+    if message.get("role") in RESULT_ROLES:
         own = message.get("tool_call_id") or message.get("tool_use_id")
         if usable(own):
             renamed = ids.result_map.get(own)  # type: ignore[arg-type]
@@ -260,7 +266,7 @@ def _project_block(
         if isinstance(block, Mapping) or type(block).__module__.startswith("amplifier_core"):
             return block
         return dict(data)
-    if kind in ("image_url", "input_image"):
+    if kind in OPENAI_IMAGE_BLOCK_TYPES:
         image = _image(data)
         if image is not None:
             kinds.append(IMAGE)

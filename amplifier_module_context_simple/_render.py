@@ -9,6 +9,24 @@ touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._decisions import CompactionStats, Decisions
+from ._history import Facts, HistoryIndex
+from ._messages import (
+    ORIGINAL_LENGTH_KEY,
+    ORIGINAL_TOKENS_KEY,
+    REPAIRED_KEY,
+    RESULT_BLOCK_TYPES,
+    STUBBED_KEY,
+    TRUNCATED_KEY,
+    block_dict,
+    blocks,
+)
+from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
+
 # Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
 __all__ = [
     "NOTICE_SOURCE",
@@ -31,24 +49,6 @@ __all__ = [
     "truncated",
     "without_results",
 ]
-
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from ._decisions import CompactionStats, Decisions
-from ._history import Facts, HistoryIndex
-from ._messages import (
-    ORIGINAL_LENGTH_KEY,
-    ORIGINAL_TOKENS_KEY,
-    REPAIRED_KEY,
-    RESULT_BLOCK_TYPES,
-    STUBBED_KEY,
-    TRUNCATED_KEY,
-    block_dict,
-    blocks,
-)
-from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
 
 TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
 STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ._numbers import is_int, is_number
+
 __all__ = [
     "CALIBRATION_MAX",
     "CALIBRATION_MIN",
@@ -39,7 +41,7 @@ _MIN_SPREAD = 0.10
 
 def as_count(value: object) -> int | None:
     """``value`` as a non-negative int (bools excluded), or None."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value) or value < 0:
         return None
     return int(value)
 
@@ -69,7 +71,7 @@ class SizeModel:
             raise ValueError(
                 f"SizeModel: overhead must be a non-negative int, got {self.overhead!r}"
             )
-        if isinstance(self.k, bool) or not isinstance(self.k, int | float):
+        if not is_number(self.k):
             raise ValueError(f"SizeModel: k must be a positive number, got {self.k!r}")
         if not (math.isfinite(self.k) and self.k > 0):
             raise ValueError(f"SizeModel: k must be a positive number, got {self.k!r}")

@@ -53,7 +53,7 @@ async def test_past_the_trigger_the_plan_escalates_with_statistics_and_a_notice(
     assert plan.escalated is not None and plan.stats is not None
     assert plan.decisions is plan.escalated.decisions and plan.base is NO_DECISIONS
     assert plan.stats.after_tokens < plan.stats.before_tokens
-    assert plan.usable_budget == planner.usable_budget(plan.budget.effective_budget)
+    assert plan.usable_budget == planner.config.usable_budget(plan.budget.effective_budget)
     assert plan.view[-1]["role"] == "user"  # the compaction notice is composed last
     assert plan.view_tokens <= plan.budget.effective_budget
 

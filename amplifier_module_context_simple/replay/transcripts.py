@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._messages import ROLES
+from .._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 TRANSCRIPT_NAME = "transcript.jsonl"
-_AMPLIFIER_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_call", "tool_use"})
+_AMPLIFIER_BLOCKS = SIGNED_THINKING_TYPES | CALL_BLOCK_TYPES
 RAW_ARGUMENTS_KEY = "_raw"
 """Key under which call arguments that are not a JSON object are kept, as their JSON text."""
 
