@@ -33,8 +33,8 @@ from types import MappingProxyType
 from typing import Literal
 
 from ._decisions import Decisions
-from ._history import Facts, HistoryIndex
-from ._protection import LadderPolicy, Protection, newest, protected_positions
+from ._history import HistoryIndex
+from ._protection import LadderPolicy, Protection, is_reminder, newest, protected_positions
 from ._render import can_truncate, stubbed, text_of, truncated
 
 STUB_MIN_CHARS = 600
@@ -348,13 +348,8 @@ def _mend_turns(
             gap = False
         elif fact.tool_result:
             in_round, gap = True, False  # a result whose call is gone is never rendered
-        elif not _is_reminder(fact):
+        elif not is_reminder(fact):
             in_round = gap = False  # hook reminders merge into the round; anything else ends it
-
-
-def _is_reminder(fact: Facts) -> bool:
-    """A user-role message no person typed: the provider merges it into the turn around it."""
-    return fact.role == "user" and not fact.human and not fact.tool_result
 
 
 def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
@@ -373,7 +368,7 @@ def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
                 for p in range(position - 1, -1, -1)
                 if facts[p].role != "system"
                 and p not in index.pairing.orphans
-                and not (p not in plan.removed and _is_reminder(facts[p]))
+                and not (p not in plan.removed and is_reminder(facts[p]))
             ),
             None,
         )
@@ -385,7 +380,7 @@ def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
                 plan.put_back(p)
                 plan.usage += plan.rendered_tokens(p, keep_chars)
                 plan.changed = True
-        if not (facts[previous].human or _is_reminder(facts[previous])):
+        if not (facts[previous].human or is_reminder(facts[previous])):
             return  # restored a message that ends the round: the prompt no longer lands in it
         position = previous
 

@@ -12,6 +12,7 @@ __all__ = [
     "LadderPolicy",
     "Protection",
     "follows_result",
+    "is_reminder",
     "newest",
     "protected_positions",
     "rest_of_turns",
@@ -19,7 +20,7 @@ __all__ = [
 
 from dataclasses import dataclass
 
-from ._history import HistoryIndex
+from ._history import Facts, HistoryIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,20 +88,34 @@ def follows_result(index: HistoryIndex, position: int) -> bool:
         fact = facts[p]
         if fact.role == "system" or p in index.pairing.orphans:
             continue
-        if fact.role == "user" and not fact.human and not fact.tool_result:
+        if is_reminder(fact):
             continue
         return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
     return False
 
 
-def newest(index: HistoryIndex) -> int | None:
-    """The newest message, unless it is a tool result (its call is the floor's anyway).
+def is_reminder(fact: Facts) -> bool:
+    """A user-role message no person typed: the provider merges it into the turn around it."""
+    return fact.role == "user" and not fact.human and not fact.tool_result
 
-    Decisions outlive this request: the next prompt will follow the newest message and must
-    not find it gone, or it would land right after whatever round came before it.
+
+def newest(index: HistoryIndex) -> int | None:
+    """The newest message the next prompt will follow, unless it is a tool result (its call
+    is the floor's anyway).
+
+    Decisions outlive this request: the next prompt will follow that message (through any
+    hook reminders after it, which merge into its turn) and must not find it gone, or it
+    would land right after whatever round came before it.
     """
     facts = index.facts
-    newest = next((i for i in range(len(facts) - 1, -1, -1) if facts[i].role != "system"), None)
+    newest = next(
+        (
+            i
+            for i in range(len(facts) - 1, -1, -1)
+            if facts[i].role != "system" and not is_reminder(facts[i])
+        ),
+        None,
+    )
     if newest is None or facts[newest].tool_result:
         return None
     return newest
