@@ -29,13 +29,14 @@ __all__ = [
 import math
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Literal
 
 from ._decisions import Decisions
 from ._history import HistoryIndex
-from ._protection import LadderPolicy, Protection, is_reminder, newest, protected_positions
+from ._protection import LadderPolicy, Protection, newest, protected_positions
 from ._render import can_truncate, stubbed, text_of, truncated
+from ._turns import mend_turns
+from ._working import WorkingPlan
 
 STUB_MIN_CHARS = 600
 """A non-prompt user message shorter than this is not worth stubbing."""
@@ -83,69 +84,6 @@ class Step:
     """Removal units (a call group or one message) the fit pass took from protected ground."""
 
 
-class _Plan:
-    """Mutable working copy of the decisions during one escalation."""
-
-    def __init__(
-        self, index: HistoryIndex, base: Decisions, retained: frozenset[int], usage: int
-    ) -> None:
-        self.index = index
-        self.removed = set(base.removed) - retained
-        self.truncated = {k: v for k, v in base.truncated.items() if k not in retained}
-        self.stubbed = {k: v for k, v in base.stubbed.items() if k not in retained}
-        self.relaxed = set(base.relaxed) - retained
-        self.usage = usage
-        self.changed = False
-        self.taken_out: dict[int, tuple[int | None, int | None]] = {}
-        """How a position left out during this escalation was shown before (truncated, stubbed)."""
-        self.restored: set[int] = set()
-        """Positions mending had to bring back: removing them again would only undo that."""
-        self.pinned: int | None = None
-        """A position no rung may remove (it may still be shortened)."""
-        self.short: dict[int, int] = {}
-        """Estimated tokens of a shortened form, remembered from when it was planned."""
-
-    def rendered_tokens(self, position: int, keep_chars: int) -> int:
-        fact = self.index.facts[position]
-        if position in self.truncated:
-            if position not in self.short:
-                self.short[position] = self.index.estimate(
-                    truncated(fact.sent, self.truncated[position], keep_chars)
-                )
-            return self.short[position]
-        if position in self.stubbed:
-            return self.index.estimate(stubbed(fact.sent))
-        return fact.tokens
-
-    def take_out(self, position: int) -> None:
-        """Leave ``position`` out, remembering how it was shown in case it has to come back."""
-        self.removed.add(position)
-        shown = (self.truncated.pop(position, None), self.stubbed.pop(position, None))
-        if shown != (None, None):
-            self.taken_out[position] = shown
-
-    def put_back(self, position: int) -> None:
-        """Show ``position`` again, shortened or stubbed as it was before it was left out."""
-        self.removed.discard(position)
-        self.relaxed.discard(position)
-        self.restored.add(position)
-        truncated, stubbed = self.taken_out.pop(position, (None, None))
-        if truncated is not None:
-            self.truncated[position] = truncated
-        if stubbed is not None:
-            self.stubbed[position] = stubbed
-
-    def decisions(self, level: int, escalations: int) -> Decisions:
-        return Decisions(
-            removed=frozenset(self.removed),
-            truncated=MappingProxyType(dict(self.truncated)),
-            stubbed=MappingProxyType(dict(self.stubbed)),
-            level=level,
-            escalations=escalations,
-            relaxed=frozenset(self.relaxed),
-        )
-
-
 def plan_escalation(
     index: HistoryIndex,
     base: Decisions,
@@ -167,7 +105,7 @@ def plan_escalation(
     decides which step to keep; the measured-request path (no ``limit``: there the provider's
     count decides) counts each one and may ``send`` a corrected target back into the generator.
     """
-    plan = _Plan(index, base, retained, usage)
+    plan = WorkingPlan(index, base, retained, usage)
     plan.pinned = newest(index)
     protection = protected_positions(index, policy, retained | protected_extra, open_tail)
     protected = protection.keep
@@ -187,10 +125,10 @@ def plan_escalation(
         elif rung.action == "remove":
             recent = _recent_floor(index, plan, policy.protected_recent * rung.share)
             _remove(plan, protected | recent, target, policy.truncate_chars, open_tail)
-            _mend_turns(plan, protected | recent, policy.truncate_chars, open_tail)
+            mend_turns(plan, protected | recent, policy.truncate_chars, open_tail)
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
-            _mend_turns(plan, protected, policy.truncate_chars, open_tail)
+            mend_turns(plan, protected, policy.truncate_chars, open_tail)
         if plan.changed:
             level = max(base.level, rung.level)
             step = Step(rung.level, plan.decisions(level, escalations), plan.usage,
@@ -214,7 +152,7 @@ def plan_escalation(
 
 
 def _relax(
-    plan: _Plan, floor: frozenset[int], limit: int, keep_chars: int, open_tail: int | None
+    plan: WorkingPlan, floor: frozenset[int], limit: int, keep_chars: int, open_tail: int | None
 ) -> tuple[int, int]:
     """The fit pass: shorten protected results oldest first, then remove recent groups.
 
@@ -226,7 +164,7 @@ def _relax(
         usage = plan.usage
         _truncate(plan, floor, 1.0, limit, keep_chars)
         _remove(plan, floor, limit, keep_chars, open_tail)
-        _mend_turns(plan, floor, keep_chars, open_tail)
+        mend_turns(plan, floor, keep_chars, open_tail)
         # Mending may bring a unit back; another round can shorten or remove something else.
         if plan.usage <= limit or plan.usage >= usage:
             break
@@ -237,14 +175,14 @@ def _relax(
     return len(shortened - removed), groups
 
 
-def _recent_floor(index: HistoryIndex, plan: _Plan, share: float) -> frozenset[int]:
+def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> frozenset[int]:
     visible = [i for i, f in enumerate(index.facts) if f.role != "system" and i not in plan.removed]
     count = math.ceil(len(visible) * share)
     return frozenset(visible[len(visible) - count :]) if count else frozenset()
 
 
 def _truncate(
-    plan: _Plan, protected: frozenset[int], share: float, target: int, keep_chars: int
+    plan: WorkingPlan, protected: frozenset[int], share: float, target: int, keep_chars: int
 ) -> None:
     index = plan.index
     candidates = [
@@ -272,7 +210,7 @@ def _truncate(
         plan.changed = True
 
 
-def _units(index: HistoryIndex, plan: _Plan) -> Iterator[tuple[int, ...]]:
+def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
     """Removal units oldest first: a whole tool-call group, or a single message."""
     for position, fact in enumerate(index.facts):
         if (
@@ -289,7 +227,7 @@ def _units(index: HistoryIndex, plan: _Plan) -> Iterator[tuple[int, ...]]:
 
 
 def _remove(
-    plan: _Plan,
+    plan: WorkingPlan,
     protected: frozenset[int],
     target: int,
     keep_chars: int,
@@ -310,82 +248,7 @@ def _remove(
         plan.changed = True
 
 
-def _mend_turns(
-    plan: _Plan, protected: frozenset[int], keep_chars: int, open_tail: int | None
-) -> None:
-    """Make sure no human prompt lands inside a tool round the history had closed.
-
-    Consecutive user-role turns merge at the provider, so a prompt that now follows a tool
-    result (with nothing but hook reminders in between) where the history had something else
-    before it would be read as part of that round. The prompt is left out too when nothing
-    protects it; otherwise what was removed right before it comes back.
-    """
-    index = plan.index
-    facts, pairing = index.facts, index.pairing
-    in_round = False  # the last message rendered ends a tool round
-    gap = False  # something between that round and here is no longer shown
-    for position, fact in enumerate(facts):
-        if fact.role == "system" or position in pairing.orphans:
-            continue
-        if position in plan.removed:
-            gap = gap or in_round
-            continue
-        if position in pairing.owner_of:
-            continue  # rendered together with its call
-        if fact.human and in_round and gap:
-            if position not in protected and position != plan.pinned:
-                plan.usage -= plan.rendered_tokens(position, keep_chars)
-                plan.take_out(position)
-                plan.changed = True
-                continue
-            _restore_before(plan, position, keep_chars)
-            # Restored, the prompt follows what it followed in the history.
-            in_round = gap = False
-            continue
-        if fact.calls:
-            kept = [r for r in pairing.results_of.get(position, ()) if r not in plan.removed]
-            in_round = bool(kept) or (position != open_tail and bool(pairing.missing(position)))
-            gap = False
-        elif fact.tool_result:
-            in_round, gap = True, False  # a result whose call is gone is never rendered
-        elif not is_reminder(fact):
-            in_round = gap = False  # hook reminders merge into the round; anything else ends it
-
-
-def _restore_before(plan: _Plan, position: int, keep_chars: int) -> None:
-    """Show again what sits right before ``position`` in the history, unit by unit.
-
-    A restored prompt (or reminder) would itself sit inside the round, so the walk goes on back
-    until it restores something that ends the round (or finds it already shown).
-    """
-    index = plan.index
-    facts = index.facts
-    while True:
-        # Hook reminders still shown merge into the prompt's turn: look past them.
-        previous = next(
-            (
-                p
-                for p in range(position - 1, -1, -1)
-                if facts[p].role != "system"
-                and p not in index.pairing.orphans
-                and not (p not in plan.removed and is_reminder(facts[p]))
-            ),
-            None,
-        )
-        if previous is None or previous not in plan.removed:
-            return
-        head = index.pairing.owner_of.get(previous, previous)
-        for p in (head, *index.pairing.results_of.get(head, ())):
-            if p in plan.removed:
-                plan.put_back(p)
-                plan.usage += plan.rendered_tokens(p, keep_chars)
-                plan.changed = True
-        if not (facts[previous].human or is_reminder(facts[previous])):
-            return  # restored a message that ends the round: the prompt no longer lands in it
-        position = previous
-
-
-def _extreme(plan: _Plan, protected: frozenset[int], target: int, keep_chars: int) -> None:
+def _extreme(plan: WorkingPlan, protected: frozenset[int], target: int, keep_chars: int) -> None:
     index = plan.index
     # Stubs left by earlier escalations go first: they carry almost nothing any more.
     for position in sorted(plan.stubbed):

@@ -1,0 +1,88 @@
+"""Turn mending: no human prompt may land inside a tool round the history had closed.
+
+Consecutive user-role turns merge at the provider, so a prompt that follows a tool result in
+the view (hook reminders in between merge too) where the history had something else before it
+is read as part of that old round, and with thinking on the request is refused.
+"""
+
+from __future__ import annotations
+
+__all__ = ["mend_turns"]
+
+from ._protection import is_reminder
+from ._working import WorkingPlan
+
+
+def mend_turns(
+    plan: WorkingPlan, protected: frozenset[int], keep_chars: int, open_tail: int | None
+) -> None:
+    """Make sure no human prompt lands inside a tool round the history had closed.
+
+    Consecutive user-role turns merge at the provider, so a prompt that now follows a tool
+    result (with nothing but hook reminders in between) where the history had something else
+    before it would be read as part of that round. The prompt is left out too when nothing
+    protects it; otherwise what was removed right before it comes back.
+    """
+    index = plan.index
+    facts, pairing = index.facts, index.pairing
+    in_round = False  # the last message rendered ends a tool round
+    gap = False  # something between that round and here is no longer shown
+    for position, fact in enumerate(facts):
+        if fact.role == "system" or position in pairing.orphans:
+            continue
+        if position in plan.removed:
+            gap = gap or in_round
+            continue
+        if position in pairing.owner_of:
+            continue  # rendered together with its call
+        if fact.human and in_round and gap:
+            if position not in protected and position != plan.pinned:
+                plan.usage -= plan.rendered_tokens(position, keep_chars)
+                plan.take_out(position)
+                plan.changed = True
+                continue
+            _restore_before(plan, position, keep_chars)
+            # Restored, the prompt follows what it followed in the history.
+            in_round = gap = False
+            continue
+        if fact.calls:
+            kept = [r for r in pairing.results_of.get(position, ()) if r not in plan.removed]
+            in_round = bool(kept) or (position != open_tail and bool(pairing.missing(position)))
+            gap = False
+        elif fact.tool_result:
+            in_round, gap = True, False  # a result whose call is gone is never rendered
+        elif not is_reminder(fact):
+            in_round = gap = False  # hook reminders merge into the round; anything else ends it
+
+
+def _restore_before(plan: WorkingPlan, position: int, keep_chars: int) -> None:
+    """Show again what sits right before ``position`` in the history, unit by unit.
+
+    A restored prompt (or reminder) would itself sit inside the round, so the walk goes on back
+    until it restores something that ends the round (or finds it already shown).
+    """
+    index = plan.index
+    facts = index.facts
+    while True:
+        # Hook reminders still shown merge into the prompt's turn: look past them.
+        previous = next(
+            (
+                p
+                for p in range(position - 1, -1, -1)
+                if facts[p].role != "system"
+                and p not in index.pairing.orphans
+                and not (p not in plan.removed and is_reminder(facts[p]))
+            ),
+            None,
+        )
+        if previous is None or previous not in plan.removed:
+            return
+        head = index.pairing.owner_of.get(previous, previous)
+        for p in (head, *index.pairing.results_of.get(head, ())):
+            if p in plan.removed:
+                plan.put_back(p)
+                plan.usage += plan.rendered_tokens(p, keep_chars)
+                plan.changed = True
+        if not (facts[previous].human or is_reminder(facts[previous])):
+            return  # restored a message that ends the round: the prompt no longer lands in it
+        position = previous
