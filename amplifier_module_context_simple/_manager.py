@@ -7,7 +7,6 @@ from __future__ import annotations
 __all__ = ["SimpleContextManager"]
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from . import _events as events
@@ -68,8 +67,6 @@ class SimpleContextManager:
         # Every parameter but ``hooks`` is a ContextConfig field (tests/test_planner.py checks).
         config = ContextConfig.from_mapping({k: v for k, v in locals().items() if k in _KEYS})
         self.config = config
-        for key, value in asdict(config).items():
-            setattr(self, key, value)
         self.hooks = hooks
         self.messages: list[dict[str, Any]] = []
         self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
@@ -77,28 +74,18 @@ class SimpleContextManager:
         self._planner = Planner(config, self._index)
         self._pipeline = Pipeline(self, self._planner, self._state)
 
-    # Attribute declarations for type checkers (set from the config in __init__).
-    max_tokens: int | None
-    max_tokens_fallback: int
-    compact_threshold: float
-    target_usage: float
-    protected_recent: float
-    protected_tool_results: int
-    truncate_chars: int
-    compaction_notice_enabled: bool
-    compaction_notice_token_reserve: int
-    compaction_notice_verbosity: str
-    compaction_notice_min_level: int
-    output_reserve_fraction: float
-    token_meter: str
-    max_tool_result_bytes: int
-    token_family: str | None
+    def __getattr__(self, name: str) -> Any:
+        """The configuration keys, read from the one frozen record (``manager.max_tokens``)."""
+        # Only reached for names not found the usual way, so nothing else pays for it.
+        if name in _KEYS:
+            return getattr(self.config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ history
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clip = admit(message, len(self.messages), self.max_tool_result_bytes)
+        stored, clip = admit(message, len(self.messages), self.config.max_tool_result_bytes)
         self.messages.append(stored)
         if clip is not None:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
@@ -113,7 +100,7 @@ class SimpleContextManager:
             raise TypeError(
                 f"set_messages expects a list of messages, got {type(messages).__name__}"
             )
-        admitted = [admit(m, i, self.max_tool_result_bytes) for i, m in enumerate(messages)]
+        admitted = [admit(m, i, self.config.max_tool_result_bytes) for i, m in enumerate(messages)]
         self._reset_derived()
         self.messages = [stored for stored, _ in admitted]
         for _, clip in admitted:

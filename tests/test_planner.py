@@ -6,6 +6,8 @@ import inspect
 from dataclasses import fields
 from typing import Any
 
+import pytest
+
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._decisions import NO_DECISIONS
 from amplifier_module_context_simple._estimate import estimate_message_tokens
@@ -102,5 +104,10 @@ def test_the_constructor_keywords_are_the_config_fields() -> None:
     parameters = inspect.signature(SimpleContextManager.__init__).parameters
     keywords = {name: p.default for name, p in parameters.items() if name not in ("self", "hooks")}
     assert keywords == {f.name: f.default for f in fields(ContextConfig)}
-    declared = inspect.get_annotations(SimpleContextManager)
-    assert {name for name in declared if name in keywords} == set(keywords)
+    # Every key reads back as an attribute of the same name, from the one config record.
+    manager = SimpleContextManager(max_tokens=12_345, token_family="claude3")
+    for name in keywords:
+        assert getattr(manager, name) == getattr(manager.config, name), name
+    assert (manager.max_tokens, manager.token_family) == (12_345, "claude3")
+    with pytest.raises(AttributeError, match="no attribute 'compact_treshold'"):
+        _ = manager.compact_treshold  # a typo is an error, not a silent None
