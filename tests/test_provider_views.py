@@ -488,6 +488,12 @@ def first_failure(run: Run, check: Callable[[Request], list[str]]) -> str | None
     return None
 
 
+def assert_every_request(run: Run, session: Session, check: Callable[[Request], list[str]]) -> None:
+    """Fail with the first request ``check`` finds a problem in, and the session's picture."""
+    failure = first_failure(run, check)
+    assert failure is None, f"{failure}\n{describe(session)}"
+
+
 def describe(session: Session) -> str:
     """A compact picture of a session for failure messages."""
     parts: list[str] = []
@@ -525,24 +531,21 @@ def test_every_generated_message_is_admitted(session: Session) -> None:
 @given(sessions())
 def test_check_view_finds_nothing(session: Session) -> None:
     run = drive(session)
-    failure = first_failure(run, lambda r: check_view(r.view, history=r.history))
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, lambda r: check_view(r.view, history=r.history))
 
 
 @PROPERTY_SETTINGS
 @given(sessions())
 def test_turn_invariants_hold(session: Session) -> None:
     run = drive(session)
-    failure = first_failure(run, lambda r: turn_violations(r.view, r.history))
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, lambda r: turn_violations(r.view, r.history))
 
 
 @PROPERTY_SETTINGS
 @given(sessions())
 def test_views_validate_as_the_host_model(session: Session) -> None:
     run = drive(session)
-    failure = first_failure(run, lambda r: host_problems(r.view))
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, lambda r: host_problems(r.view))
 
 
 @PROPERTY_SETTINGS
@@ -554,8 +557,7 @@ def test_provider_oracle_finds_nothing(session: Session) -> None:
     def check(r: Request) -> list[str]:
         return [str(v) for v in provider_violations(r.view, history=r.history, thinking=thinking)]
 
-    failure = first_failure(run, check)
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, check)
 
 
 @PROPERTY_SETTINGS
@@ -570,16 +572,14 @@ def test_views_fit_the_effective_budget_when_the_floor_does(session: Session) ->
             return [f"view {size} tokens > effective budget {r.effective_budget} (floor {floor})"]
         return []
 
-    failure = first_failure(run, check)
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, check)
 
 
 @PROPERTY_SETTINGS
 @given(sessions())
 def test_protected_results_are_whole_unless_relaxation_was_reported(session: Session) -> None:
     run = drive(session)
-    failure = first_failure(run, protected_violations)
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, protected_violations)
 
 
 @PROPERTY_SETTINGS
@@ -590,8 +590,7 @@ def test_requests_leave_the_history_unchanged(session: Session) -> None:
     def check(r: Request) -> list[str]:
         return [] if r.history_before == r.history_after else ["the history changed"]
 
-    failure = first_failure(run, check)
-    assert failure is None, f"{failure}\n{describe(session)}"
+    assert_every_request(run, session, check)
 
 
 # --- the corpus, replayed as fit_check does ---------------------------------------------------

@@ -213,6 +213,17 @@ async def test_admission_refuses_only_what_cannot_be_stored(message: Any) -> Non
 # --- §4 ids --------------------------------------------------------------------------------------
 
 
+def call_message(cid: str, style: str) -> dict[str, Any]:
+    """One call as OpenAI chat data stores it, or as Amplifier orchestrators do."""
+    if style == "openai":
+        return {"role": "assistant", "content": None, "tool_calls": [fn_call(cid)]}
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_call", "id": cid, "name": "x", "input": {}}],
+        "tool_calls": [{"id": cid, "tool": "x", "arguments": {}}],
+    }
+
+
 def turns(per_turn: int, count: int, style: str) -> list[dict[str, Any]]:
     """Agents that number their calls per turn: ``call_0``, ``call_1`` in every turn."""
     out: list[dict[str, Any]] = []
@@ -220,16 +231,7 @@ def turns(per_turn: int, count: int, style: str) -> list[dict[str, Any]]:
         out.append({"role": "user", "content": f"turn {turn}"})
         for k in range(per_turn):
             cid = f"call_{k}"
-            if style == "openai":
-                out.append({"role": "assistant", "content": None, "tool_calls": [fn_call(cid)]})
-            else:
-                out.append(
-                    {
-                        "role": "assistant",
-                        "content": [{"type": "tool_call", "id": cid, "name": "x", "input": {}}],
-                        "tool_calls": [{"id": cid, "tool": "x", "arguments": {}}],
-                    }
-                )
+            out.append(call_message(cid, style))
             out.append({"role": "tool", "tool_call_id": cid, "content": f"r{turn}.{k} " * 40})
         out.append({"role": "assistant", "content": f"done {turn}"})
     return out
@@ -368,16 +370,7 @@ def mixed_history(draw: st.DrawFn) -> list[dict[str, Any]]:
                     }
                 )
                 continue
-            if style == "openai":
-                out.append({"role": "assistant", "content": None, "tool_calls": [fn_call(cid)]})
-            else:
-                out.append(
-                    {
-                        "role": "assistant",
-                        "content": [{"type": "tool_call", "id": cid, "name": "x", "input": {}}],
-                        "tool_calls": [{"id": cid, "tool": "x", "arguments": {}}],
-                    }
-                )
+            out.append(call_message(cid, style))
             out.append(
                 {
                     "role": "tool",
