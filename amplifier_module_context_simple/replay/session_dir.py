@@ -219,12 +219,8 @@ def system_text(payload: Mapping[str, Any]) -> str | None:
         return system
     if not isinstance(system, list):
         return None
-    texts = [
-        b["text"]
-        for b in system  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(b, dict) and isinstance(b.get("text"), str)  # pyright: ignore[reportUnknownMemberType]
-    ]
-    return "\n\n".join(texts) if texts else None  # pyright: ignore[reportUnknownArgumentType]
+    texts = [b["text"] for b in system if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return "\n\n".join(texts) if texts else None
 
 
 # --- the one pass --------------------------------------------------------------------------
@@ -260,13 +256,13 @@ def _scan(path: Path, *, strict: bool) -> _Scan:
             scan.request_provider = scan.request_provider or _text(data.get("provider"))
             raw = data.get("raw")
             if scan.max_output_tokens is None and isinstance(raw, dict):
-                scan.max_output_tokens = _count(raw.get("max_tokens"))  # pyright: ignore[reportUnknownMemberType]
+                scan.max_output_tokens = _count(raw.get("max_tokens"))
         elif name == _RESPONSE:
             scan.model = scan.model or _text(data.get("model"))
             usage = data.get("usage")
             # Only the first response after a request answers it (a retry's is not new).
             if not scan.answered and isinstance(usage, dict):
-                scan.usages[-1] = RecordedUsage.from_mapping(usage)  # pyright: ignore[reportUnknownArgumentType]
+                scan.usages[-1] = RecordedUsage.from_mapping(usage)
                 scan.answered = True
         elif name == _CONFIG:
             _read_config(scan, data)
@@ -290,7 +286,7 @@ def _read_config(scan: _Scan, data: dict[str, Any]) -> None:
     scan.context_config = dict(_mapping(context.get("config")))
     providers: Any = raw.get("providers")
     if isinstance(providers, list):
-        scan.providers = [p for p in providers if isinstance(p, dict)]  # pyright: ignore[reportUnknownVariableType]
+        scan.providers = [p for p in providers if isinstance(p, dict)]
 
 
 def _pick_provider(scan: _Scan) -> None:
@@ -351,7 +347,7 @@ def _metadata(path: Path, notes: list[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
         notes.append(f"{path.name} is not a JSON object; ignored")
         return {}
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def _events_files(directory: Path) -> list[Path]:
@@ -367,7 +363,7 @@ def _request_model(data: Mapping[str, Any]) -> str | None:
 
 
 def _mapping(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}
 
 
 def _text(value: object) -> str | None:
