@@ -506,3 +506,10 @@ def test_the_real_session_replays_on_its_300000_cap_with_sources_named() -> None
     assert report["source"]["ignored_config_keys"] == ["auto_compact"]
     result = run("replay", str(REAL_SESSION))
     assert "model table" in result.stdout and "session events" in result.stdout
+
+
+def test_strict_reads_only_the_events_file_it_replays(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s", events_at="hooks-b")
+    write_lines(directory / "hooks-a" / "events.jsonl", ["not json", event("session:end", {})])
+    session = read_session(directory, strict=True)
+    assert session.events == directory / "hooks-b" / "events.jsonl"

@@ -129,7 +129,7 @@ class RecordedSession:
         if self.events is None:
             return
         number = 0
-        for _, event in _events(self.events, strict=False, skipped=None):
+        for _, event in _events(self.events, skipped=None):
             if event.get("event") != _REQUEST:
                 continue
             number += 1
@@ -184,8 +184,11 @@ def read_session(directory: str | Path, *, strict: bool = False) -> RecordedSess
     notes: list[str] = []
     metadata = _metadata(directory / METADATA_NAME, notes)
     candidates = _events_files(directory)
-    scans = [_scan(path, strict=strict) for path in candidates]
+    scans = [_scan(path) for path in candidates]
     chosen = next((s for s in scans if s.request_count), scans[0] if scans else None)
+    if strict and chosen is not None and chosen.skipped:
+        # Strict about the file that is replayed; another hook's log is not read.
+        raise SessionError(f"{chosen.path}: {chosen.skipped[0]}")
     if chosen is not None and len(scans) > 1:
         others = ", ".join(str(s.path.relative_to(directory)) for s in scans if s is not chosen)
         why = "the one with llm:request events" if chosen.request_count else "the first found"
@@ -244,9 +247,9 @@ class _Scan:
     request_provider: str | None = None
 
 
-def _scan(path: Path, *, strict: bool) -> _Scan:
+def _scan(path: Path) -> _Scan:
     scan = _Scan(path)
-    for _, event in _events(path, strict=strict, skipped=scan.skipped):
+    for _, event in _events(path, skipped=scan.skipped):
         name, data = event["event"], event["data"]
         if name == _REQUEST:
             scan.request_count += 1
@@ -302,9 +305,7 @@ def _pick_provider(scan: _Scan) -> None:
     scan.provider_config = dict(_mapping(chosen.get("config")))
 
 
-def _events(
-    path: Path, *, strict: bool, skipped: list[LineError] | None
-) -> Iterator[tuple[int, dict[str, Any]]]:
+def _events(path: Path, *, skipped: list[LineError] | None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, event)`` for each usable line, read one line at a time."""
     with path.open("rb") as stream:
         for number, line in enumerate(stream, 1):
@@ -313,8 +314,6 @@ def _events(
             event, reason = _parse(line)
             if event is not None:
                 yield number, event
-            elif strict:
-                raise SessionError(f"{path}: line {number}: {reason}")
             elif skipped is not None:
                 skipped.append(LineError(number, reason))
 
