@@ -66,7 +66,8 @@ class ReplayInput:
     """The recorded session whose settings and requests the replay uses, if any."""
     token_family: str | None = None
     settings: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    """``{"name", "value", "source"}`` per setting shown (also ``source["settings"]``)."""
+    """``{"name", "value", "source"}`` per setting (also ``source["settings"]``, to which the
+    replay adds the budget it derived)."""
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
