@@ -52,6 +52,8 @@ class SharedOptions:
     strict: bool
     seed: int | None
     messages: int | None
+    overhead: int | None = None
+    """``--overhead``: what a bare transcript lacks, for the window breakdown (payload.py)."""
 
 
 @dataclass

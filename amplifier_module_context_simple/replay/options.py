@@ -90,6 +90,14 @@ _WINDOW = [
     _option(
         "model", str, None, "Model name: picks the estimator's tokenizer family.", _PROVIDER_PANEL
     ),
+    _option(
+        "overhead",
+        int,
+        None,
+        "Tokens a bare transcript lacks (system prompt, tool definitions, injections), counted "
+        "in the window breakdown as given when no request payload was recorded.",
+        _PROVIDER_PANEL,
+    ),
 ]
 _INPUT = [
     _option(

@@ -1,0 +1,220 @@
+"""Rich tables for what the window held (:mod:`.payload`) and for cache reuse (:mod:`.cache_reuse`).
+
+Both fit the console's width: numbers and headers are never cut (numeric columns do not wrap);
+the optional columns are dropped, in a fixed order, until the table fits, and text columns
+wrap or end in an ellipsis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .cache_reuse import CacheReport, CacheRequest, Difference
+from .payload import UsageComparison, WindowBreakdown
+
+__all__ = ["render_cache", "render_window"]
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    optional: int
+    """0: always shown; otherwise the higher, the earlier it is dropped."""
+    numeric: bool = True
+
+
+def _width(column: _Column, cells: Sequence[str], *, natural: bool) -> int:
+    """The column's width: its longest cell, or for a text column that may wrap its longest
+    word (``natural`` False)."""
+    texts = [column.header, *cells]
+    if column.numeric or natural:
+        return max(len(t) for t in texts)
+    return max(len(word) for t in texts for word in t.split() or [""])
+
+
+def _fitted(
+    console: Console, title: str, caption: str, columns: Sequence[_Column], rows: list[list[str]]
+) -> Table:
+    """The table with the most columns that fit the console (optional ones dropped first)."""
+    cells = [[row[i] for row in rows] for i in range(len(columns))]
+    natural = [_width(c, cells[i], natural=True) for i, c in enumerate(columns)]
+    widths = [_width(c, cells[i], natural=False) for i, c in enumerate(columns)]
+    shown = list(range(len(columns)))
+    for level in sorted({c.optional for c in columns if c.optional}, reverse=True):
+        # Each column has one space of padding on either side, and the box one between;
+        # optional columns go before any text has to wrap.
+        if sum(natural[i] + 3 for i in shown) + 1 <= console.width:
+            break
+        shown = [i for i in shown if columns[i].optional != level]
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption)
+    for i in shown:
+        if columns[i].numeric:
+            table.add_column(columns[i].header, justify="right", no_wrap=True, min_width=widths[i])
+        else:
+            table.add_column(columns[i].header, overflow="fold", min_width=widths[i])
+    for row in rows:
+        table.add_row(*(escape(row[i]) for i in shown))
+    return table
+
+
+def _gap(comparison: UsageComparison | None) -> tuple[str, str, str]:
+    if comparison is None:
+        return "", "", ""
+    share = comparison.gap_share
+    return (
+        f"{comparison.provider:,}",
+        f"{comparison.gap:+,}",
+        "" if share is None else f"{share:+.1%}",
+    )
+
+
+def render_window(
+    console: Console,
+    breakdowns: Sequence[WindowBreakdown],
+    comparisons: Sequence[UsageComparison | None] = (),
+    *,
+    numbers: Sequence[int] | None = None,
+) -> None:
+    """Per request: the window by category, ours beside the provider's; then the last one."""
+    if not breakdowns:
+        console.print("No request payload: nothing to break down.")
+        return
+    numbers = list(numbers or range(1, len(breakdowns) + 1))
+    compared = list(comparisons) + [None] * (len(breakdowns) - len(comparisons))
+    given = breakdowns[-1].overhead is not None
+    last = breakdowns[-1]
+    console.print(
+        f"[bold]Window[/]  {last.context_window:,} tokens; figures are the module's estimates "
+        f"(tokenizer family {last.family or 'none: conservative'}) over "
+        + ("the transcript" if given else "each recorded request payload")
+        + ", never scaled to the provider's figure"
+    )
+    if given:
+        console.print(
+            f"[yellow]The figures exclude what was not given:[/] the transcript holds no system "
+            f"prompt, tool definitions or injections; --overhead {last.overhead:,} stands for them"
+        )
+    head = [_Column("overhead", 0)] if given else [_Column("system", 0), _Column("tools", 0)]
+    columns = [
+        _Column("req", 0), *head, _Column("msgs", 0), _Column("injected", 0),
+        _Column("notice", 5), _Column("free", 3), _Column("output", 4), _Column("ours", 0),
+        _Column("provider", 0), _Column("gap", 1), _Column("gap %", 0),
+    ]  # fmt: skip
+
+    rows: list[list[str]] = []
+    for number, b, comparison in zip(numbers, breakdowns, compared, strict=False):
+        system = [f"{b.overhead:,}"] if given else [f"{b.system:,}", f"{b.tools:,}"]
+        rows.append([
+            str(number), *system, f"{b.conversation:,}", f"{b.injected:,}", f"{b.notice:,}",
+            f"{b.free:,}", f"{b.max_output:,}", f"{b.used:,}", *_gap(comparison),
+        ])  # fmt: skip
+    title = "What the window held, per request (tokens)"
+    caption = "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+    console.print(_fitted(console, title, caption, columns, rows))
+    _render_categories(console, numbers[-1], last)
+    _render_injections(console, numbers[-1], last)
+
+
+def _render_categories(console: Console, number: int, b: WindowBreakdown) -> None:
+    table = Table(
+        title=f"Request {number}: the {b.context_window:,}-token window",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("category", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    for label, tokens in b.categories():
+        table.add_row(label, f"{tokens:,}", f"{tokens / b.context_window:.1%}")
+    if b.over:
+        table.add_row("[red]over the window by[/]", f"{b.over:,}", "")
+    console.print(table)
+
+
+def _render_injections(console: Console, number: int, b: WindowBreakdown) -> None:
+    if not b.injections:
+        console.print(f"No ephemeral injection in request {number}.")
+        return
+    table = Table(
+        title=f"Request {number}: ephemeral injections (in the payload, not in the transcript)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for header in ("msg", "block", "after #", "tokens"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    table.add_column("first line", no_wrap=True, overflow="ellipsis", min_width=12)
+    for i in b.injections:
+        table.add_row(
+            str(i.message_index),
+            "whole" if i.block_index is None else str(i.block_index),
+            "" if i.position is None else str(i.position),
+            f"{i.tokens:,}",
+            escape(i.first_line),
+        )
+    table.caption = "after #: the transcript position it was appended to (blank: own message)"
+    console.print(table)
+
+
+def _reach(request: CacheRequest) -> str:
+    if request.read_reach is None:
+        return "nothing"
+    if request.read_reach == 0:
+        return "sys+tools"
+    return f"+{request.read_reach} msgs"
+
+
+def _where(d: Difference | None) -> str:
+    if d is None:
+        return "none"
+    if d.part != "messages":
+        return f"{d.part} {d.index}"
+    return f"msg {d.index}" + ("" if d.block_index is None else f".{d.block_index}")
+
+
+def render_cache(console: Console, report: CacheReport) -> None:
+    """The headline (share from cache, breaks by cause) and one row per request."""
+    if not report.requests:
+        console.print("No recorded request: no cache report.")
+        return
+    share = report.share
+    causes = ", ".join(f"{n} {cause}" for cause, n in report.causes().items())
+    console.print(
+        f"[bold]Cache[/]   {report.read:,} of {report.occupancy:,} input tokens served from "
+        f"cache ({'n/a' if share is None else f'{share:.1%}'}); {report.breaks} cache "
+        f"break(s)" + (f": {causes}" if causes else "")
+    )
+    later = [r for r in report.requests[1:] if r.cache_read]
+    if later and all(r.read_reach == 0 for r in later):
+        console.print(
+            "No message token was served from the cache: every read covered tools and system only."
+        )
+    columns = [
+        _Column("req", 0), _Column("read", 0), _Column("wrote", 0), _Column("occupancy", 2),
+        _Column("cached", 3), _Column("covers", 1, numeric=False),
+        _Column("differs at", 0, numeric=False), _Column("hist", 0),
+        _Column("cause", 0, numeric=False),
+    ]  # fmt: skip
+    rows: list[list[str]] = []
+    first = report.requests[0].number
+    for r in report.requests:
+        d = r.difference
+        cached = r.cache_read / r.occupancy if r.occupancy and r.cache_read else 0.0
+        rows.append([
+            str(r.number), f"{r.cache_read or 0:,}", f"{r.cache_write or 0:,}",
+            "" if r.occupancy is None else f"{r.occupancy:,}", f"{cached:.0%}", _reach(r),
+            "(first)" if r.number == first else _where(d),
+            "" if d is None or d.position is None else str(d.position),
+            "" if d is None else d.cause,
+        ])  # fmt: skip
+    title = "Cache reuse, per request (tokens)"
+    caption = (
+        "covers: what the read served; differs at: where a request stops matching the one "
+        "before (msg.block of the payload; none: it extends it); hist: transcript position"
+    )
+    console.print(_fitted(console, title, caption, columns, rows))
