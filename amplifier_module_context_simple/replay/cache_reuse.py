@@ -2,9 +2,10 @@
 request first differs from the one before.
 
 A provider serves from its cache the longest prefix a request shares with an earlier one
-(Anthropic: tools, then system, then messages). :func:`first_difference` finds where that shared
-prefix ends, ignoring ``cache_control`` keys (the markers move to the newest block by design),
-and names the cause (``CAUSES``):
+(Anthropic: tools, then system, then messages). :func:`first_difference` finds where that
+shared prefix ends, ignoring ``cache_control`` keys (the markers move to the newest block by
+design) and reading string content as the one text block it is to the provider, and names the
+cause (``CAUSES``):
 
 * ``tools changed`` / ``system changed``: the part before every message differs;
 * ``tail injection moved``: what differs in the previous request was an ephemeral injection (a
@@ -74,7 +75,10 @@ Json = Mapping[str, Any]
 class _Block:
     full: bytes
     base: bytes
-    """The fingerprint with its appended injection cut off (``full`` when it has none)."""
+    """The fingerprint with its appended injection cut off and trailing whitespace stripped
+    (where the separator of a tail found by its tag ends is a guess)."""
+    tail: bool
+    """Text is appended to it as an injection."""
     injected: bool
     """The whole block is an injection."""
 
@@ -141,7 +145,7 @@ def _block_print(block: Json, cut: int | None) -> bytes:
     if text is None:
         return _print(block)
     rest = {k: v for k, v in block.items() if k not in ("text", "content")}
-    return _print([rest, text if cut is None else text[:cut]])
+    return _print([rest, text if cut is None else text[:cut].rstrip()])
 
 
 def _tag_alignment(messages: list[tuple[int, Json]]) -> dict[int, dict[int | None, int]]:
@@ -192,10 +196,11 @@ def digest(
         marked = index in notices
         for b, block in enumerate(content_blocks(message)):
             cut = cuts.get(b)
-            full = _block_print(block, None)
-            blocks.append(_Block(full, full if cut is None else _block_print(block, cut), cut == 0))
+            base = _block_print(block, len(block_text(block) or "") if cut is None else cut)
+            blocks.append(_Block(_block_print(block, None), base, cut is not None, cut == 0))
             marked |= (block_text(block) or "").startswith(_MARKS)
-        full = _print(message)
+        # String content is one text block to the provider: the same prefix either way.
+        full = _print({**message, "content": content_blocks(message)})
         prints.append(_Message(index, full, tuple(blocks), positions.get(index, ()), whole, marked))
         total += estimate_message_tokens(message, family=family)
         prefix.append(total)
@@ -258,7 +263,7 @@ def _cause(
         if after is not None and block < len(after.blocks):
             new = after.blocks[block]
             # The previous block's own text, without its tail, is what this one holds.
-            if old.base != old.full and new.base == old.base:
+            if old.tail and new.base == old.base:
                 return INJECTION_MOVED
     if compacted or any(m.marked for m in rest):
         return COMPACTION

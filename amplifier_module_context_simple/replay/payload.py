@@ -299,17 +299,16 @@ def text_match(payload_text: str, transcript_text: str) -> tuple[bool, int]:
     unheld ``<system-reminder`` tag starts (or the text's length), for id-matched blocks.
     """
     if payload_text.startswith(transcript_text):
-        return True, _tail_start(payload_text, len(transcript_text))
+        rest = payload_text[len(transcript_text) :]
+        return True, len(transcript_text) if rest.strip() else len(payload_text)
     cut = _unheld_tag(payload_text, transcript_text)
     base = payload_text[:cut].rstrip()
-    return _same_with_edits(base, transcript_text.rstrip()), _tail_start(payload_text, cut)
-
-
-def _tail_start(text: str, at: int) -> int:
-    """``at``, moved back over the whitespace that separates an appended tail; none: len."""
-    if not text[at:].strip():
-        return len(text)
-    return len(text[:at].rstrip())
+    if not payload_text[cut:].strip():
+        cut = len(payload_text)
+    else:  # the transcript's own trailing whitespace stays with it; the rest goes with the tail
+        trailing = transcript_text[len(transcript_text.rstrip()) :]
+        cut = len(base) + _common_prefix(payload_text[len(base) : cut], trailing)
+    return _same_with_edits(base, transcript_text.rstrip()), cut
 
 
 def _unheld_tag(payload_text: str, transcript_text: str) -> int:
