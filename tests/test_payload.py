@@ -289,3 +289,14 @@ def test_the_recorded_session_matches_every_payload_message_to_the_transcript() 
     assert [m.positions for m in aligned.messages] == [(i,) for i in range(17)]
     # Messages 0 and 4 carry [REDACTED:PII] where the transcript has addresses.
     assert [m.index for m in aligned.messages if m.edited] == [0, 4]
+
+
+def test_a_prompt_kept_after_many_left_out_turns_is_found_and_its_tail_injected() -> None:
+    history: list[dict[str, Any]] = []
+    for turn in range(40):
+        history += [user(f"Prompt number {turn}: do step {turn}."), {"role": "assistant",
+                    "content": f"Done with step {turn}."}]  # fmt: skip
+    payload = anthropic(user(history[0]["content"]), user(history[78]["content"] + REMINDER))
+    b = window(payload, history)
+    assert [m.positions for m in b.messages] == [(0,), (78,)]
+    assert [(i.message_index, i.block_index, i.position) for i in b.injections] == [(1, 0, 78)]

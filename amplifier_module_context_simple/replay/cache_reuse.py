@@ -127,7 +127,9 @@ class Difference:
 
 
 def _print(value: Any) -> bytes:
-    text = json.dumps(_stripped(value), sort_keys=True, ensure_ascii=False, default=str)
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    if '"cache_control"' in text:  # rare: strip it only where it is (the walk is the cost)
+        text = json.dumps(_stripped(value), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
 
 
@@ -140,7 +142,7 @@ def _stripped(value: Any) -> Any:
 
 
 def _block_print(block: Json, cut: int | None) -> bytes:
-    """A block's fingerprint, its text cut at ``cut`` (whole text: None)."""
+    """A block's fingerprint, its text cut at ``cut`` and stripped (whole text: None)."""
     text = block_text(block)
     if text is None:
         return _print(block)
@@ -177,8 +179,7 @@ def digest(
     system, tools, messages = payload_parts(payload)
     aligned = None if transcript is None else align(payload, transcript, family=family)
     injections = _injection_map(aligned, messages)
-    positions = {m.index: m.positions for m in aligned.messages} if aligned else {}
-    notices = {m.index for m in aligned.messages if m.notice} if aligned else set[int]()
+    matches = {m.index: m for m in aligned.messages} if aligned else {}
     total = estimate_message_tokens(
         {"content": json.dumps(_stripped(tools), ensure_ascii=False, default=str)}, family=family
     ) if tools else 0  # fmt: skip
@@ -192,17 +193,24 @@ def digest(
             and bool(cuts)
             and all(cuts.get(b) == 0 for b in range(len(content_blocks(message))))
         )
+        match = matches.get(index)
         blocks: list[_Block] = []
-        marked = index in notices
+        marked = match is not None and match.notice
         for b, block in enumerate(content_blocks(message)):
-            cut = cuts.get(b)
-            base = _block_print(block, len(block_text(block) or "") if cut is None else cut)
-            blocks.append(_Block(_block_print(block, None), base, cut is not None, cut == 0))
-            marked |= (block_text(block) or "").startswith(_MARKS)
+            cut, text = cuts.get(b), block_text(block) or ""
+            full = _block_print(block, None)
+            stripped = len(text) if cut is None else cut
+            base = full if cut is None and text == text.rstrip() else _block_print(block, stripped)
+            blocks.append(_Block(full, base, cut is not None, cut == 0))
+            marked |= text.startswith(_MARKS)
         # String content is one text block to the provider: the same prefix either way.
-        full = _print({**message, "content": content_blocks(message)})
-        prints.append(_Message(index, full, tuple(blocks), positions.get(index, ()), whole, marked))
-        total += estimate_message_tokens(message, family=family)
+        envelope = _print({k: v for k, v in message.items() if k != "content"})
+        full = hashlib.blake2b(envelope + b"".join(b.full for b in blocks), digest_size=12).digest()
+        positions = () if match is None else match.positions
+        prints.append(_Message(index, full, tuple(blocks), positions, whole, marked))
+        total += (
+            estimate_message_tokens(message, family=family) if match is None else match.estimate
+        )
         prefix.append(total)
     return PayloadDigest(
         tuple(_print(t) for t in tools), tuple(_print(s) for s in system), tuple(prints),

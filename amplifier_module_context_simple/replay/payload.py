@@ -15,7 +15,9 @@ Matching the payload to the transcript (:func:`align`) walks the payload's messa
 * a block with an id matches by id: ``tool_result`` / a ``tool`` message by ``tool_use_id`` /
   ``tool_call_id``, ``tool_use`` blocks and ``tool_calls`` by the call id;
 * an assistant message without ids is the next transcript assistant message; a user text is the
-  next transcript user message whose text it matches (:func:`text_match`), else an injection;
+  next transcript user message whose text it matches (:func:`text_match`), else an injection
+  (an equal or extended text is found anywhere ahead, one with edits among the next
+  ``USER_LOOKAHEAD`` user messages);
 * a message that is the module's compaction notice is the notice, never an injection, and the
   view's stub of a long user message is that (next) user message, edited.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,7 @@ from .._render import NOTICE_SOURCE, STUB_TEMPLATE, text_of
 __all__ = [
     "EDIT_COVERAGE",
     "INJECTION_TAG",
+    "USER_LOOKAHEAD",
     "Alignment",
     "Injection",
     "MessageMatch",
@@ -64,6 +68,9 @@ INJECTION_TAG = "<system-reminder"
 EDIT_COVERAGE = 0.9
 """Share of the longer text a common prefix and suffix must cover to count as one edit."""
 _NOTICE_START = f'{INJECTION_TAG} source="{NOTICE_SOURCE}">'
+USER_LOOKAHEAD = 16
+"""How many of the next user messages a user text with edits is compared with."""
+_HEAD = 48
 _STUB_START = STUB_TEMPLATE.split("{", 1)[0]
 _REDACTION = re.compile(r"\[REDACTED(?::[^\]\n]{0,40})?\]")
 _ASSISTANT_TEXT = frozenset({"text", "thinking", "redacted_thinking", "reasoning"})
@@ -100,6 +107,8 @@ class MessageMatch:
     edited: bool = False
     """Matched, but some text differs from the transcript's (redaction, or shortened)."""
     notice: bool = False
+    estimate: int = 0
+    """The whole message's estimate (conversation, injections and notice)."""
 
 
 @dataclass(frozen=True)
@@ -250,8 +259,9 @@ def transcript_breakdown(
 ) -> WindowBreakdown:
     """A bare transcript's (or view's) window: the stated ``overhead`` instead of system/tools."""
     rows = tuple(
-        MessageMatch(i, str(m.get("role")), (i,), estimate_message_tokens(m, family=family))
+        MessageMatch(i, str(m.get("role")), (i,), tokens, estimate=tokens)
         for i, m in enumerate(messages)
+        for tokens in (estimate_message_tokens(m, family=family),)
     )
     return WindowBreakdown(
         context_window=context_window,
@@ -406,9 +416,20 @@ class _Transcript:
 
     def __init__(self, transcript: Sequence[Json]) -> None:
         self.messages = transcript
+        self._texts: dict[int, str] = {}
         self.by_call: dict[str, int] = {}
         self.by_result: dict[str, int] = {}
+        self.users: list[int] = []
+        self.short_sizes: set[int] = set()
+        self.by_head: dict[str, list[int]] = {}
+        """User positions by the first ``_HEAD`` characters of their text (shorter: whole)."""
         for position, message in enumerate(transcript):
+            if message.get("role") == "user":
+                self.users.append(position)
+                head = self.text(position)[:_HEAD]
+                self.by_head.setdefault(head, []).append(position)
+                if len(head) < _HEAD:
+                    self.short_sizes.add(len(head))
             for call_id in _call_ids(message):
                 self.by_call.setdefault(call_id, position)
             result_id = message.get("tool_call_id")
@@ -419,7 +440,26 @@ class _Transcript:
                     self.by_result.setdefault(block["tool_use_id"], position)
 
     def text(self, position: int) -> str:
-        return text_of(self.messages[position])
+        if position not in self._texts:
+            self._texts[position] = text_of(self.messages[position])
+        return self._texts[position]
+
+    def user_match(self, text: str, start: int) -> int | None:
+        """The first user position from ``start`` whose text ``text`` matches (text_match).
+
+        Equal or extended texts are found through the head index wherever they are; a text
+        with edits is searched for among the next ``USER_LOOKAHEAD`` user messages only, so
+        aligning stays linear in a long session.
+        """
+        found = [p for p in self.by_head.get(text[:_HEAD], ()) if p >= start]
+        for size in self.short_sizes:  # texts shorter than the head, which ``text`` may extend
+            found += [p for p in self.by_head.get(text[:size], ()) if p >= start]
+        first = bisect_left(self.users, start)
+        found += self.users[first : first + USER_LOOKAHEAD]
+        for position in sorted(set(found)):
+            if text_match(text, self.text(position))[0]:
+                return position
+        return None
 
     def next_role(self, role: str, start: int) -> int | None:
         for position in range(start, len(self.messages)):
@@ -502,18 +542,15 @@ class _Walk:
             injected = [Injection(index, None, None, 0, _first_line(text), total)]
         self.injections += injected
         conversation = max(0, total - sum(i.tokens for i in injected))
-        return MessageMatch(index, role, tuple(sorted(set(positions))), conversation, edited)
+        found = tuple(sorted(set(positions)))
+        return MessageMatch(index, role, found, conversation, edited, estimate=total)
 
     def _user_text(self, text: str) -> int | None:
         """The next transcript user message this text matches, searching forward."""
         start = self.cursor
         if text.startswith(_STUB_START):  # the view's stub of the next user message
             return self.transcript.next_role("user", start)
-        while (position := self.transcript.next_role("user", start)) is not None:
-            if text_match(text, self.transcript.text(position))[0]:
-                return position
-            start = position + 1
-        return None
+        return self.transcript.user_match(text, start)
 
     def _injection(
         self, index: int, b: int | None, position: int | None, start: int, text: str, block: Json
@@ -545,7 +582,7 @@ def align(payload: Json, transcript: Sequence[Json], *, family: str | None = Non
         if _is_notice(message):
             tokens = estimate_message_tokens(message, family=family)
             notice += tokens
-            rows.append(MessageMatch(index, "user", (), 0, notice=True))
+            rows.append(MessageMatch(index, "user", (), 0, notice=True, estimate=tokens))
             continue
         rows.append(walk.message(index, message))
     return Alignment(tuple(rows), tuple(walk.injections), notice)
