@@ -1,5 +1,6 @@
-"""What the window held, by category: the payload matched to the transcript (replay/payload.py)
-and its table (replay/window_tables.py), on synthetic payloads and on the recorded session."""
+"""What the window held, by category (replay/payload.py), the payload matched to the transcript
+(replay/payload_match.py) and its table (replay/window_tables.py), on synthetic payloads and
+on the recorded session."""
 
 from __future__ import annotations
 
@@ -15,12 +16,11 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.payload import (
-    align,
     breakdown,
     compare,
-    text_match,
     transcript_breakdown,
 )
+from amplifier_module_context_simple.replay.payload_match import align, text_match
 from amplifier_module_context_simple.replay.window_tables import render_window
 
 from .session_payloads import SESSION_DIR, recorded, transcript

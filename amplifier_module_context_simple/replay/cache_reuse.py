@@ -33,7 +33,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .._render import STUB_TEMPLATE, TRUNCATION_MARKER
-from .payload import (
+from .payload_match import (
     INJECTION_TAG,
     Alignment,
     align,
