@@ -300,3 +300,16 @@ def test_a_prompt_kept_after_many_left_out_turns_is_found_and_its_tail_injected(
     b = window(payload, history)
     assert [m.positions for m in b.messages] == [(0,), (78,)]
     assert [(i.message_index, i.block_index, i.position) for i in b.injections] == [(1, 0, 78)]
+
+
+def test_a_result_whose_id_the_view_renamed_is_matched_in_order() -> None:
+    renamed = {"type": "tool_use", "id": "call_1__2", "name": "bash", "input": {"command": "ss"}}
+    result_block = {"type": "tool_result", "tool_use_id": "call_1__2", "content": OUTPUT + REMINDER}
+    payload = anthropic(
+        user(PROMPT),
+        {"role": "assistant", "content": [renamed]},
+        {"role": "user", "content": [result_block]},
+    )
+    b = window(payload)
+    assert [m.positions for m in b.messages] == [(0,), (1,), (2,)]
+    assert [(i.message_index, i.position, i.start) for i in b.injections] == [(2, 2, len(OUTPUT))]

@@ -4,7 +4,9 @@
 either provider shape):
 
 * a block with an id matches by id: ``tool_result`` / a ``tool`` message by ``tool_use_id`` /
-  ``tool_call_id``, ``tool_use`` blocks and ``tool_calls`` by the call id;
+  ``tool_call_id``, ``tool_use`` blocks and ``tool_calls`` by the call id; a result whose id
+  the transcript lacks (the view renames reused and malformed ids) is the next transcript
+  ``tool`` message when its text matches;
 * an assistant message without ids is the next transcript assistant message; a user text is the
   next transcript user message whose text it matches (:func:`text_match`), else an injection
   (an equal or extended text is found anywhere ahead, one with edits among the next
@@ -336,10 +338,11 @@ class _Walk:
             if call_id in self.transcript.by_call:
                 positions.append(self.transcript.by_call[call_id])
         result_id = message.get("tool_call_id")  # an OpenAI ``tool`` message
-        if role == "tool" and isinstance(result_id, str) and result_id in self.transcript.by_result:
-            position = self.transcript.by_result[result_id]
-            positions.append(position)
-            edited = self._tail(injected, index, 0, position, text_of(message))
+        if role == "tool" and isinstance(result_id, str):
+            position = self._result(result_id, text_of(message), positions)
+            if position is not None:
+                positions.append(position)
+                edited = self._tail(injected, index, 0, position, text_of(message))
         if role == "assistant" and not positions:
             found = self.transcript.next_role("assistant", self.cursor)
             positions += [] if found is None else [found]
@@ -348,7 +351,7 @@ class _Walk:
             kind = block.get("type")
             text = block_text(block)
             if kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                position = self.transcript.by_result.get(block["tool_use_id"])
+                position = self._result(block["tool_use_id"], text or "", positions)
                 if position is None:
                     injected.append(self._injection(index, b, None, 0, text or "", block))
                     continue
@@ -373,6 +376,18 @@ class _Walk:
         conversation = max(0, total - sum(i.tokens for i in injected))
         found = tuple(sorted(set(positions)))
         return MessageMatch(index, role, found, conversation, edited, estimate=total)
+
+    def _result(self, result_id: str, text: str, matched: list[int]) -> int | None:
+        """The tool result's position: by id, or else (the view renamed a reused or malformed
+        id) the next tool message in order, when its text matches."""
+        position = self.transcript.by_result.get(result_id)
+        if position is not None:
+            return position
+        start = max([self.cursor, *(p + 1 for p in matched)])
+        position = self.transcript.next_role("tool", start)
+        if position is not None and text_match(text, self.transcript.text(position))[0]:
+            return position
+        return None
 
     def _user_text(self, text: str) -> int | None:
         """The next transcript user message this text matches, searching forward."""
