@@ -5,6 +5,7 @@ on the recorded session."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.payload import (
+    UsageComparison,
     breakdown,
     compare,
     transcript_breakdown,
@@ -183,6 +185,13 @@ def test_compare_puts_the_provider_occupancy_beside_ours() -> None:
     assert (c.ours, c.provider, c.gap) == (b.used, 1_050, b.used - 1_050)
     assert c.gap_share == pytest.approx((b.used - 1_050) / 1_050)
     assert compare(b, {"output_tokens": 5}) is None
+
+    @dataclass
+    class Usage:  # a parsed usage record reads the same as the event's mapping
+        input_tokens: int
+        cache_write_tokens: int | None
+
+    assert compare(b, Usage(1_000, None)) == UsageComparison(b.used, 1_000)
 
 
 @st.composite

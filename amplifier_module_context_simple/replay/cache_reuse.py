@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .._render import STUB_TEMPLATE, TRUNCATION_MARKER
+from .payload import usage_figure
 from .payload_match import (
     INJECTION_TAG,
     Alignment,
@@ -323,11 +324,6 @@ class CacheReport:
         return {cause: counted[cause] for cause in CAUSES if counted[cause]}
 
 
-def _int(usage: Json | None, key: str) -> int | None:
-    value = None if usage is None else usage.get(key)
-    return value if isinstance(value, int) else None
-
-
 def _reach(read: int | None, prefix: Sequence[int]) -> int | None:
     if not read:
         return None
@@ -346,15 +342,19 @@ class CacheTracker:
         self._requests: list[CacheRequest] = []
 
     def add(
-        self, number: int, payload: Json, usage: Json | None, *, compacted: bool = False
+        self, number: int, payload: Json, usage: Any, *, compacted: bool = False
     ) -> CacheRequest:
+        """Add request ``number``; ``usage``: its usage mapping or record (None: not recorded)."""
         current = digest(payload, self._transcript, family=self._family)
         difference = None
         if self._previous is not None:
             difference = first_difference(self._previous, current, compacted=compacted)
         self._previous = current
-        read, written = _int(usage, "cache_read_tokens"), _int(usage, "cache_write_tokens")
-        gross = _int(usage, "input_tokens")
+        read, written = (
+            usage_figure(usage, "cache_read_tokens"),
+            usage_figure(usage, "cache_write_tokens"),
+        )
+        gross = usage_figure(usage, "input_tokens")
         occupancy = None if gross is None else gross + (written or 0)
         request = CacheRequest(
             number, read, written, occupancy, difference, _reach(read, current.prefix_tokens)
@@ -367,7 +367,7 @@ class CacheTracker:
 
 
 def cache_report(
-    requests: Iterable[tuple[Json, Json | None]],
+    requests: Iterable[tuple[Json, Any]],
     transcript: Sequence[Json] | None = None,
     *,
     family: str | None = None,

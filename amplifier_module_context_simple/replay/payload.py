@@ -29,6 +29,7 @@ __all__ = [
     "breakdown",
     "compare",
     "transcript_breakdown",
+    "usage_figure",
 ]
 
 Json = Mapping[str, Any]
@@ -102,17 +103,26 @@ class UsageComparison:
         return self.gap / self.provider if self.provider else None
 
 
-def compare(window: WindowBreakdown, usage: Json) -> UsageComparison | None:
+def usage_figure(usage: Any, key: str) -> int | None:
+    """One figure of a usage record: a mapping (the event's ``usage``) or an object with the
+    attribute (a parsed usage record); None when absent or not an integer."""
+    if usage is None:
+        return None
+    value = usage.get(key) if isinstance(usage, Mapping) else getattr(usage, key, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def compare(window: WindowBreakdown, usage: Any) -> UsageComparison | None:
     """Ours beside the provider's; None when ``usage`` has no input figure.
 
-    ``usage`` is Amplifier's ``llm:response`` usage, whose ``input_tokens`` is gross (it already
-    includes the cache reads); the cache writes are added because they were prompt tokens too.
+    ``usage`` is Amplifier's ``llm:response`` usage (a mapping, or a record with the same
+    attributes), whose ``input_tokens`` is gross (it already includes the cache reads); the
+    cache writes are added because they were prompt tokens too.
     """
-    gross = usage.get("input_tokens", usage.get("prompt_tokens"))
-    if not isinstance(gross, int):
+    gross = usage_figure(usage, "input_tokens")
+    if gross is None:
         return None
-    written = usage.get("cache_write_tokens")
-    return UsageComparison(window.used, gross + (written if isinstance(written, int) else 0))
+    return UsageComparison(window.used, gross + (usage_figure(usage, "cache_write_tokens") or 0))
 
 
 def breakdown(
