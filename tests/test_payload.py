@@ -23,6 +23,7 @@ from amplifier_module_context_simple.replay.payload import (
     transcript_breakdown,
 )
 from amplifier_module_context_simple.replay.payload_match import align, text_match
+from amplifier_module_context_simple.replay.session_dir import read_session
 from amplifier_module_context_simple.replay.window_tables import render_window
 
 from .session_payloads import SESSION_DIR, recorded, transcript
@@ -322,3 +323,21 @@ def test_a_result_whose_id_the_view_renamed_is_matched_in_order() -> None:
     b = window(payload)
     assert [m.positions for m in b.messages] == [(0,), (1,), (2,)]
     assert [(i.message_index, i.position, i.start) for i in b.injections] == [(2, 2, len(OUTPUT))]
+
+
+@needs_session
+def test_the_session_reader_records_feed_the_breakdown_and_the_comparison() -> None:
+    session = read_session(SESSION_DIR)
+    history = transcript(SESSION_DIR)
+    gaps = []
+    for request in session.requests():
+        b = breakdown(
+            request.payload, history, family="claude47", context_window=1_000_000,
+            max_output=request.payload["max_tokens"],
+        )  # fmt: skip
+        comparison = compare(b, request.usage)
+        assert comparison is not None and request.usage is not None
+        assert comparison.provider == request.usage.occupancy
+        gaps.append(comparison.gap_share)
+    assert len(gaps) == 9
+    assert all(g is not None and abs(g) < 0.05 for g in gaps)

@@ -16,6 +16,10 @@ Modules, by job:
   ``known_windows``: the fallback table of model windows; ``session_settings``: each setting
   and where it came from; ``recorded_feed``: the recorded system prompts and usage fed to a
   replay; ``settings_text``: the report's Settings block.
+* ``payload``: what one recorded request held, by category, beside the provider's usage;
+  ``payload_match``: the payload matched to the transcript (conversation or injection);
+  ``cache_reuse``: cache reads and writes, and where each request first differs from the one
+  before; ``window_tables``: their tables.
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window.
 * ``view``: one view described message by message (``inspect``).
