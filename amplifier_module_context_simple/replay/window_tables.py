@@ -141,24 +141,22 @@ def _render_injections(console: Console, number: int, b: WindowBreakdown) -> Non
     if not b.injections:
         console.print(f"No ephemeral injection in request {number}.")
         return
-    table = Table(
-        title=f"Request {number}: ephemeral injections (in the payload, not in the transcript)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    for header in ("msg", "block", "after #", "tokens"):
-        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
-    table.add_column("first line", no_wrap=True, overflow="ellipsis", min_width=12)
-    for i in b.injections:
-        table.add_row(
-            str(i.message_index),
-            "whole" if i.block_index is None else str(i.block_index),
-            "" if i.position is None else str(i.position),
-            f"{i.tokens:,}",
-            escape(i.first_line),
-        )
-    table.caption = "after #: the transcript position it was appended to (blank: own message)"
-    console.print(table)
+    columns = [_Column("msg", 0), _Column("block", 0), _Column("after #", 0),
+               _Column("tokens", 0), _Column("first line", 0, numeric=False)]  # fmt: skip
+    rows = [
+        [str(i.message_index), "whole" if i.block_index is None else str(i.block_index),
+         "" if i.position is None else str(i.position), f"{i.tokens:,}", i.first_line]
+        for i in b.injections
+    ]  # fmt: skip
+    # The first line is a preview: it ends in an ellipsis rather than wrap.
+    room = console.width - sum(_width(c, [r[k] for r in rows], natural=True) + 3
+                               for k, c in enumerate(columns[:-1])) - 4  # fmt: skip
+    room = max(room, len(columns[-1].header))
+    for row in rows:
+        row[-1] = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
+    title = f"Request {number}: ephemeral injections (in the payload, not in the transcript)"
+    caption = "after #: the transcript position it was appended to (blank: own message)"
+    console.print(_fitted(console, title, caption, columns, rows))
 
 
 def _reach(request: CacheRequest) -> str:
