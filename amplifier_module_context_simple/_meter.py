@@ -171,7 +171,7 @@ class TokenMeter:
         if estimate == 0:
             return
         self._pairs = (*self._pairs, (estimate, reading))[-FIT_PAIRS:]
-        self._model = fit_size_model(self._pairs)
+        self._model = fit_size_model(self._pairs, prior=self._model)
 
     async def on_llm_response(self, event: str, data: Any) -> HookResult | dict[str, str]:
         """Hook handler for ``llm:response``: record ``data["usage"]`` if it is clean.
@@ -250,7 +250,7 @@ class TokenMeter:
         ``estimate`` (it covers the history as it stands).
         """
         if self._anchor is not None and self._anchor[0] is None:
-            return fit_size_model((*self._pairs, (estimate, self._anchor[1])))
+            return fit_size_model((*self._pairs, (estimate, self._anchor[1])), prior=self._model)
         return self._model
 
     def figure(self, estimate: int) -> int | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ._numbers import is_int, is_number
@@ -65,6 +65,8 @@ class SizeModel:
 
     overhead: int = 0
     k: float = 1.0
+    sloped: bool = field(default=False, compare=False)
+    """``k`` is a fitted slope (pairs of different size identified it), not a one-pair guess."""
 
     def __post_init__(self) -> None:
         if as_count(self.overhead) is None:
@@ -126,7 +128,9 @@ def _slope(pairs: Sequence[tuple[int, int]]) -> float | None:
     return float(cov / var)
 
 
-def fit_size_model(pairs: Sequence[tuple[int, int]]) -> SizeModel:
+def fit_size_model(
+    pairs: Sequence[tuple[int, int]], *, prior: SizeModel | None = None
+) -> SizeModel:
     """Fit ``overhead + k * estimate`` to (estimate of a view, reading for that view) pairs.
 
     One pair (or pairs whose estimates barely differ): ``k = 1`` and the overhead is the
@@ -136,16 +140,23 @@ def fit_size_model(pairs: Sequence[tuple[int, int]]) -> SizeModel:
     ``CALIBRATION_MAX``], and the overhead is anchored on the newest pair and never negative,
     so the model never puts the newest view below what the provider reported for it.
     Pairs with an estimate of 0 carry no information and are skipped.
+
+    ``prior`` is the model in force before these pairs. When the recent pairs barely differ in
+    size but ``prior`` has a fitted slope, that slope stands (the overhead re-anchored on the
+    newest pair): a run of similar views says nothing new about ``k``, and falling back to
+    ``k = 1`` would under-count growth whenever the real ``k`` is above 1.
     """
     usable = [(e, r) for e, r in pairs if e > 0][-FIT_PAIRS:]
     if not usable:
         return IDENTITY
     estimate, reading = usable[-1]
     slope = _slope(usable)
+    if slope is None and prior is not None and prior.sloped:
+        return SizeModel(max(0, reading - prior.to_real(estimate) + prior.overhead), prior.k, True)
     if slope is None:
         if reading >= estimate:
             return SizeModel(reading - estimate, 1.0)
         slope = reading / estimate
     k = _clamp_k(slope)
     model = SizeModel(0, k)
-    return SizeModel(max(0, reading - model.to_real(estimate)), k)
+    return SizeModel(max(0, reading - model.to_real(estimate)), k, True)

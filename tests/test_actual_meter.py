@@ -20,7 +20,7 @@ import pytest
 from amplifier_core import HookResult
 from amplifier_core.llm_errors import ContextLengthError
 from amplifier_core.testing import MockCoordinator
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import (
@@ -315,6 +315,14 @@ class SimulatedProvider:
     sizes=st.lists(st.floats(0.0, 0.09), min_size=8, max_size=30),
     side_calls=st.lists(st.booleans(), min_size=30, max_size=30),
     via_recorder=st.booleans(),
+)
+@example(  # found by hypothesis: eight similar views made the fit forget k = 2
+    ratio=2.0,
+    overhead_share=0.0,
+    budget=30_000,
+    sizes=[0.0625] * 3 + [0.03125] * 5 + [0.0] * 7 + [0.0625],
+    side_calls=[False] * 30,
+    via_recorder=False,
 )
 def test_actual_mode_keeps_every_real_view_within_the_budget(
     ratio: float,

@@ -435,6 +435,18 @@ def test_close_estimates_fall_back_to_the_one_pair_rule_on_the_newest() -> None:
     assert fit_size_model([(10_000, 10_000), (10_100, 14_000)]) == SizeModel(3_900, 1.0)
 
 
+def test_a_run_of_similar_views_keeps_the_slope_already_identified() -> None:
+    sloped = fit_size_model([(5_000, 10_000), (10_000, 20_000)])
+    assert sloped.k == 2.0
+    similar = [(12_000, 24_000), (12_200, 24_400), (12_400, 24_800)]  # spread under 10%
+    assert fit_size_model(similar).k == 1.0, "alone they cannot identify a slope"
+    kept = fit_size_model(similar, prior=sloped)
+    assert (kept.k, kept.overhead) == (2.0, 0)
+    assert kept.to_real(12_400) >= 24_800, "never below the newest reading"
+    guess = fit_size_model([(1_000, 1_700)])
+    assert fit_size_model(similar, prior=guess).k == 1.0, "a one-pair guess is no slope"
+
+
 def test_the_fit_is_bounded_and_anchored_on_the_newest_pair() -> None:
     steep = fit_size_model([(1_000, 1_000), (2_000, 100_000)])
     assert steep.k == CALIBRATION_MAX
