@@ -15,7 +15,7 @@ No third-party dependency: the command line, tables and plots live in the siblin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,7 +23,9 @@ from .. import ContextConfig, SimpleContextManager, check_view, estimate_message
 from .. import _events as events
 from .._estimate import family_for_model
 from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from .drops import DropTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
+from .refusals import repair_kind
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .simulation import SimulatedProvider, Window
 from .view import is_notice
@@ -90,6 +92,8 @@ async def replay(
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
+    tracker = DropTracker(family, drops=report.drops)  # what each view changed, per position
+    repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
     known: dict[int, int] = {}  # id(history dict) -> tokens; history keeps the dicts alive
     previous_prefix: Sequence[Mapping[str, Any]] | None = None
     host = HostModelCheck()
@@ -108,10 +112,18 @@ async def replay(
                 record.at_message = position
                 record.level = manager.compaction_level
                 record.prefix_stable = _extends(previous_prefix, view, record.notice)
+                record.repairs = _count_kinds(manager.view_repairs)
+                repairs.update(manager.view_repairs)
                 report.requests.append(record)
                 _note_compaction(report, record, fresh)
+                level = report.compactions[-1].level if record.compacted else record.level
+                tracker.observe(
+                    record.request, view, manager.messages, level=level,
+                    compacted=record.compacted,
+                )  # fmt: skip
                 previous_prefix = view[:-1] if record.notice else view
                 if stop_at is not None and record.request == stop_at:
+                    report.repairs = _count_kinds(repairs)
                     _finish(report, collector, recorder)
                     return ReplayOutcome(report, view, list(manager.messages))
             try:
@@ -130,6 +142,7 @@ async def replay(
                 progress(1)
     finally:
         package_logger.removeHandler(collector)
+    report.repairs = _count_kinds(repairs)
     _finish(report, collector, recorder)
     return ReplayOutcome(report, None, list(manager.messages))
 
@@ -139,6 +152,14 @@ def _finish(report: ReplayReport, collector: _WarningCollector, recorder: _Recor
         1 for name, _ in recorder.events if name == events.INGRESS_TRUNCATED
     )
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
+
+
+def _count_kinds(entries: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in entries:
+        kind = repair_kind(entry)
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _record(
