@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -35,20 +36,72 @@ DROP_ROWS = 5
 """Rows shown per request in the drops table (the largest first); ``--json`` has them all."""
 LEFT_OUT_ROWS = 20
 REFUSED_ROWS = 10
+_TEXT_SHARE = 16
+"""The most a text column other than the last one (the tool name) takes."""
 _NARROW = 100
 """Below this width the optional columns go."""
 
 
-def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False)
+class _Grid:
+    """A table whose fixed columns (numbers, short words) are as wide as their widest cell, so
+    Rich never cuts them; only the flexible text columns give way, with an ellipsis."""
 
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.columns: list[tuple[str, bool, bool, bool]] = []  # header, fixed, right, wraps
+        self.rows: list[tuple[list[str], bool]] = []  # (cells, ends a section)
+        self.caption: str | None = None
 
-def _number(table: Table, name: str) -> None:
-    table.add_column(name, justify="right", no_wrap=True)
+    def number(self, name: str) -> None:
+        self.columns.append((name, True, True, False))
 
+    def word(self, name: str) -> None:
+        self.columns.append((name, True, False, False))
 
-def _text(table: Table, name: str, *, ratio: int | None = None, min_width: int = 4) -> None:
-    table.add_column(name, no_wrap=True, overflow="ellipsis", ratio=ratio, min_width=min_width)
+    def text(self, name: str, *, wraps: bool = False) -> None:
+        self.columns.append((name, False, False, wraps))
+
+    def add(self, *cells: str) -> None:
+        self.rows.append((list(cells), False))
+
+    def end_section(self) -> None:
+        if self.rows:
+            self.rows[-1] = (self.rows[-1][0], True)
+
+    def table(self, width: int) -> Table:
+        """The Rich table for a console ``width`` wide: the text columns get what the fixed
+        ones leave (Rich, left to itself, squeezes short number columns to nothing)."""
+        table = Table(title=self.title, title_justify="left", box=box.SIMPLE_HEAD)
+        table.caption = self.caption
+        natural = [
+            max([cell_len(name), *(cell_len(cells[i]) for cells, _ in self.rows)])
+            for i, (name, *_) in enumerate(self.columns)
+        ]
+        fixed = sum(
+            w for w, (_, is_fixed, *_) in zip(natural, self.columns, strict=True) if is_fixed
+        )
+        room = width - fixed - 3 * len(self.columns) - 1  # padding and separators
+        texts = [i for i, (_, is_fixed, *_) in enumerate(self.columns) if not is_fixed]
+        shares: dict[int, int] = {}
+        for i in texts[:-1]:  # the earlier text columns (a tool name) take a modest share
+            shares[i] = max(4, min(natural[i], _TEXT_SHARE, room // len(texts)))
+            room -= shares[i]
+        if texts:
+            shares[texts[-1]] = max(4, min(natural[texts[-1]], room))
+        for i, (name, is_fixed, right, wraps) in enumerate(self.columns):
+            if is_fixed:
+                table.add_column(
+                    name, justify="right" if right else "left", no_wrap=True,
+                    min_width=natural[i],
+                )  # fmt: skip
+            else:
+                table.add_column(
+                    name, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
+                    max_width=shares[i],
+                )  # fmt: skip
+        for cells, section in self.rows:
+            table.add_row(*cells, end_section=section)
+        return table
 
 
 def _tokens(d: Drop) -> str:
@@ -63,31 +116,31 @@ def render_drops(console: Console, report: ReplayReport) -> None:
     for d in report.drops:
         by_request.setdefault(d.request, []).append(d)
     wide = console.width >= _NARROW
-    table = _table("What each compaction dropped (largest first; all in --json)")
-    for name in ("req", "pos"):
-        _number(table, name)
-    table.add_column("change", no_wrap=True)
-    table.add_column("role", no_wrap=True)
-    _text(table, "tool", min_width=4)
-    _number(table, "tokens")
+    grid = _Grid("What each compaction dropped (largest first; all in --json)")
+    grid.number("req")
+    grid.number("pos")
+    if wide:  # narrow: the tokens say it ("→ 0": left out) and the role tells a stub
+        grid.word("change")
+    grid.word("role")
+    grid.text("tool")
+    grid.number("tokens")
     if wide:
-        _number(table, "level")
-    _text(table, "first line", ratio=1, min_width=10)
+        grid.number("level")
+    grid.text("first line")
     for request, drops in by_request.items():
         shown = sorted(drops, key=lambda d: (-d.tokens_before, d.position))[:DROP_ROWS]
         for i, d in enumerate(shown):
-            level = [str(d.level)] if wide else []
-            table.add_row(
-                str(request) if i == 0 else "", str(d.position), d.change, d.role,
+            change, level = ([d.change], [str(d.level)]) if wide else ([], [])
+            grid.add(
+                str(request) if i == 0 else "", str(d.position), *change, d.role,
                 escape(d.tool or ""), _tokens(d), *level, escape(d.first_line),
             )  # fmt: skip
         if len(drops) > len(shown):
-            counts = _counts(drops)
-            filler = [""] * (len(table.columns) - 1)
-            filler[-1] = f"… {len(drops) - len(shown)} more ({counts})"
-            table.add_row("", *filler)
-        table.rows[-1].end_section = True
-    console.print(table)
+            filler = [""] * (len(grid.columns) - 1)
+            filler[-1] = f"… {len(drops) - len(shown)} more ({_counts(drops)})"
+            grid.add("", *filler)
+        grid.end_section()
+    console.print(grid.table(console.width))
 
 
 def _counts(drops: Sequence[Drop]) -> str:
@@ -140,14 +193,14 @@ def render_refusals(console: Console, refusals: RefusalReport) -> None:
     else:
         console.print("[bold]Repairs the views needed[/] none")
     if refusals.refused:
-        table = _table("Refused views (all in --json)")
-        _number(table, "request")
-        _text(table, "why", ratio=1, min_width=20)
+        grid = _Grid("Refused views (all in --json)")
+        grid.number("request")
+        grid.text("why", wraps=True)
         for verdict_row in refusals.refused[:REFUSED_ROWS]:
-            table.add_row(str(verdict_row.request), escape("; ".join(verdict_row.reasons)))
+            grid.add(str(verdict_row.request), escape("; ".join(verdict_row.reasons)))
         if len(refusals.refused) > REFUSED_ROWS:
-            table.add_row("", f"… {len(refusals.refused) - REFUSED_ROWS} more")
-        console.print(table)
+            grid.add("", f"… {len(refusals.refused) - REFUSED_ROWS} more")
+        console.print(grid.table(console.width))
 
 
 def render_left_out(
@@ -165,29 +218,29 @@ def render_left_out(
     index.sync(history)
     left_at = {d.position: d for d in drops if d.change == LEFT}
     wide = console.width >= _NARROW
-    table = _table(f"Left out of this view ({len(left_out):,} messages)")
-    _number(table, "pos")
-    table.add_column("role", no_wrap=True)
-    _text(table, "tool", min_width=4)
-    _number(table, "tokens")
-    _number(table, "left at")
+    grid = _Grid(f"Left out of this view ({len(left_out):,} messages)")
+    grid.number("pos")
+    grid.word("role")
+    grid.text("tool")
+    grid.number("tokens")
+    grid.number("left at")
     if wide:
-        _number(table, "level")
-    _text(table, "first line", ratio=1, min_width=10)
+        grid.number("level")
+    grid.text("first line")
     for position in left_out[:LEFT_OUT_ROWS]:
         message = history[position]
         d = left_at.get(position)
         level = [str(d.level) if d else ""] if wide else []
-        table.add_row(
+        grid.add(
             str(position), str(message.get("role", "")), escape(index.tool(message) or ""),
             f"{estimate_message_tokens(message, family=family):,}",
             f"req {d.request}" if d else "", *level, escape(first_line(message)),
         )  # fmt: skip
     if len(left_out) > LEFT_OUT_ROWS:
-        filler = [""] * (len(table.columns) - 1)
+        filler = [""] * (len(grid.columns) - 1)
         filler[-1] = f"… {len(left_out) - LEFT_OUT_ROWS} more (replay --json lists every drop)"
-        table.add_row("", *filler)
-    console.print(table)
+        grid.add("", *filler)
+    console.print(grid.table(console.width))
 
 
 def render_why(console: Console, position: int, lines: Sequence[str]) -> None:
@@ -201,24 +254,25 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         return
     keys = list(rows[0].setting)
     share = "window" if rows[0].share_of == SHARE_OF_WINDOW else "budget"
-    table = _table(f"Sweep: {len(rows)} setting(s), one replay each")
+    grid = _Grid(f"Sweep: {len(rows)} setting(s), one replay each")
     for key in keys:
-        _number(table, SWEPT_KEYS[key][0].removeprefix("--"))
+        grid.number(SWEPT_KEYS[key][0].removeprefix("--"))
     for name in ("compactions", "cache breaks", f"peak of {share}", "refused"):
-        _number(table, name)
-    if console.width >= _NARROW:
-        _number(table, "budget")
+        grid.number(name)
+    wide = console.width >= _NARROW
+    if wide:
+        grid.number("budget")
     for r in rows:
-        budget = [f"{r.budget:,}"] if console.width >= _NARROW else []
-        table.add_row(
+        budget = [f"{r.budget:,}"] if wide else []
+        grid.add(
             *(_value(r.setting[k]) for k in keys), f"{r.compactions:,}", f"{r.cache_breaks:,}",
             f"{r.peak_share:.1%}", f"{r.refused_views:,}", *budget,
         )  # fmt: skip
-    table.caption = (
+    grid.caption = (
         "cache breaks: views whose prefix is not the previous view's; peak: largest view plus "
         f"overhead over the {share}; refused: views a provider would refuse"
     )
-    console.print(table)
+    console.print(grid.table(console.width))
 
 
 def _value(value: Any) -> str:
