@@ -285,9 +285,7 @@ def sweep_command(
     except ValueError as exc:
         raise CliError(one_line(str(exc))) from None
     if not lists:
-        raise CliError(
-            "give at least one list: --compact-threshold, --target-usage or --max-tokens"
-        )
+        raise CliError("give a list to sweep: --compact-threshold, --target-usage or --max-tokens")
     data = prepare(options)
     found = asyncio.run(
         sweep(data.messages, config=data.config, window=data.window, rows=rows, source=data.source)

@@ -74,7 +74,7 @@ class _Grid:
         table = Table(title=self.title, title_justify="left", box=box.SIMPLE_HEAD)
         table.caption = self.caption
         natural = [
-            max([cell_len(name), *(cell_len(cells[i]) for cells, _ in self.rows)])
+            max([*map(cell_len, name.split("\n")), *(cell_len(cells[i]) for cells, _ in self.rows)])
             for i, (name, *_) in enumerate(self.columns)
         ]
         fixed = sum(
@@ -255,9 +255,9 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     keys = list(rows[0].setting)
     share = "window" if rows[0].share_of == SHARE_OF_WINDOW else "budget"
     grid = _Grid(f"Sweep: {len(rows)} setting(s), one replay each")
-    for key in keys:
-        grid.number(SWEPT_KEYS[key][0].removeprefix("--"))
-    for name in ("compactions", "cache breaks", f"peak of {share}", "refused"):
+    for key in keys:  # headers on two lines: three swept keys still fit 80 columns
+        grid.number(SWEPT_KEYS[key][0].removeprefix("--").replace("-", "\n", 1))
+    for name in ("compactions", "cache\nbreaks", f"peak of\n{share}", "refused"):
         grid.number(name)
     wide = console.width >= _NARROW
     if wide:
