@@ -274,3 +274,18 @@ async def test_drop_and_left_out_tables_fit_80_columns() -> None:
         for d in sorted(drops, key=lambda d: (-d.tokens_before, d.position))[:DROP_ROWS]:
             assert f" {d.position} " in text
             assert f"{d.tokens_before:,} → {d.tokens_after:,}" in text
+
+
+async def test_a_message_no_view_ever_sent_left_at_the_first_request_after_it() -> None:
+    # A result whose call is not in the history: the view leaves it out (a pairing repair).
+    stray = {"role": "tool", "tool_call_id": "no_such_call", "content": "late output\nmore"}
+    messages = session([20, 20])
+    messages.insert(3, stray)
+    report = (await replay(messages, config=ContextConfig(), window=None)).report
+    assert report.compactions == []
+    forms = await views_forms(messages, ContextConfig(), None)
+    assert {(d.position, d.request, d.change) for d in report.drops} == expected_changes(forms)
+    (drop,) = report.drops
+    assert (drop.position, drop.change, drop.compacted) == (3, LEFT, False)
+    assert drop.request == 2 and drop.first_line == "late output" and drop.tool == "?"
+    assert drop.tokens_before > 0 == drop.tokens_after

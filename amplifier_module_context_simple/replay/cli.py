@@ -141,8 +141,8 @@ def replay_command(
 ) -> None:
     """Replay a transcript (default: a built-in example) and report budget and compactions.
 
-    Exit status: 0 done; 1 a problem with the input or the options; 2 a usage error; 3 an
-    internal error; 4 (with --check) a provider would refuse at least one view.
+    Exit status: 0 done; 1 a problem with the input or options; 2 usage error; 3 internal error;
+    4 (with --check) a provider would refuse at least one view.
     """
     pyplot = pyplot_for(plot) if plot is not None else None
     data = prepare(options)
