@@ -217,8 +217,11 @@ class DropTracker:
     family: str | None
     drops: list[Drop] = field(default_factory=list[Drop])
     index: PositionIndex = field(default_factory=PositionIndex)
-    _previous: dict[int, tuple[str, int]] = field(default_factory=dict[int, tuple[str, int]])
-    """Position -> (form, tokens) in the previous view: O(view), not O(history)."""
+    _previous: dict[int, tuple[str, Mapping[str, Any]]] = field(
+        default_factory=dict[int, tuple[str, Mapping[str, Any]]]
+    )
+    """Position -> (form, the message as sent) in the previous view: O(view), not O(history).
+    Token figures are estimated only for the messages that changed."""
 
     def observe(
         self,
@@ -231,17 +234,13 @@ class DropTracker:
     ) -> list[Drop]:
         """Record what ``view`` (request ``request``) changed; returns the new records."""
         added = self.index.sync(history)
-        current: dict[int, tuple[str, int]] = {}
-        copies: dict[int, Mapping[str, Any]] = {}
+        current: dict[int, tuple[str, Mapping[str, Any]]] = {}
         for message in view:
             position = self.index.locate(message)
             if position is None:
                 continue  # the notice or a placeholder result: no history message
             form = SHORTENED if message.get(TRUNCATED_KEY) else WHOLE
-            form = STUBBED if message.get(STUBBED_KEY) else form
-            # Whole messages cost their history estimate, computed only when a change needs it.
-            current[position] = (form, -1 if form == WHOLE else self._tokens(message))
-            copies[position] = message
+            current[position] = (STUBBED if message.get(STUBBED_KEY) else form, message)
         fresh: list[Drop] = []
 
         def note(position: int, change: str, before: int, after: int) -> None:
@@ -255,21 +254,20 @@ class DropTracker:
                 )
             )  # fmt: skip
 
-        for position, (form, tokens) in self._previous.items():
+        for position, (form, sent) in self._previous.items():
             now = current.get(position)
             if now is None:
-                note(position, LEFT, self._cost(history[position], tokens), 0)
+                note(position, LEFT, self._tokens(sent), 0)
             elif now[0] != form:
                 change = RESTORED if now[0] == WHOLE else now[0]
-                before = self._cost(history[position], tokens)
-                note(position, change, before, self._cost(copies[position], now[1]))
-        for position, (form, tokens) in current.items():
+                note(position, change, self._tokens(sent), self._tokens(now[1]))
+        for position, (form, sent) in current.items():
             if position in self._previous:
                 continue
             if position not in added:
-                note(position, RESTORED, 0, self._cost(copies[position], tokens))
+                note(position, RESTORED, 0, self._tokens(sent))
             elif form != WHOLE:
-                note(position, form, self._tokens(history[position]), tokens)
+                note(position, form, self._tokens(history[position]), self._tokens(sent))
         for position in added:
             if position not in current:  # added since the last request and never sent
                 note(position, LEFT, self._tokens(history[position]), 0)
@@ -280,6 +278,3 @@ class DropTracker:
 
     def _tokens(self, message: Mapping[str, Any]) -> int:
         return estimate_message_tokens(message, family=self.family)
-
-    def _cost(self, message: Mapping[str, Any], tokens: int) -> int:
-        return self._tokens(message) if tokens < 0 else tokens
