@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,11 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
+from amplifier_module_context_simple import ContextConfig
+from amplifier_module_context_simple.replay import inputs as inputs_module
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.findings_output import render_sweep
+from amplifier_module_context_simple.replay.simulation import Window
 from amplifier_module_context_simple.replay.sweep import (
     MAX_ROWS,
     SHARE_OF_BUDGET,
@@ -21,7 +26,9 @@ from amplifier_module_context_simple.replay.sweep import (
     SweepRow,
     parse_values,
     settings,
+    sweep,
 )
+from amplifier_module_context_simple.replay.transcripts import LoadedTranscript
 
 from .conftest import CORPUS_DIR
 from .test_drops import session
@@ -164,3 +171,25 @@ def test_sweep_on_the_recorded_session() -> None:
     rows = _json("sweep", str(SESSION), *window, "--compact-threshold", "0.6,0.8,0.92")["rows"]
     assert [r["setting"]["compact_threshold"] for r in rows] == [0.6, 0.8, 0.92]
     assert all(r["requests"] == 9 and r["refused_views"] == 0 for r in rows)
+
+
+def test_the_sweep_function_gives_the_rows_the_command_prints(transcript: str) -> None:
+    messages = [json.loads(line) for line in Path(transcript).read_text().splitlines()]
+    window = Window(context_window=14_000, max_output_tokens=2_000)
+    rows = asyncio.run(
+        sweep(
+            messages, config=ContextConfig(), window=window,
+            rows=settings({"compact_threshold": [0.5, 0.9]}),
+        )
+    )  # fmt: skip
+    printed = _json("sweep", transcript, *WINDOW, "--compact-threshold", "0.5,0.9")["rows"]
+    assert [asdict(r) for r in rows] == printed
+
+
+def test_a_message_the_manager_rejects_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = LoadedTranscript([{"role": "user", "content": 42}], "openai-chat", [])
+    monkeypatch.setattr(inputs_module, "load_transcript", lambda *a, **k: bad)
+    result = runner.invoke(app, ["sweep", "whatever.jsonl", "--compact-threshold", "0.5,0.9"])
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "message 1 was rejected by the context manager" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -16,11 +16,11 @@ The runtime package never imports this one, so its dependencies stay optional.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -53,7 +53,7 @@ from .options import shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .refusals import assess
-from .sweep import SWEPT_KEYS, parse_values, settings, sweep
+from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
 from .view import describe_view
 
@@ -234,7 +234,7 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
     outcome = _run(data, show_progress=not as_json)
     report = outcome.report
     if as_json:
-        changes = [asdict(d) for d in drops_at(report.drops, position)]
+        changes = [dataclasses.asdict(d) for d in drops_at(report.drops, position)]
         typer.echo(json.dumps({"position": position, "changes": changes}, indent=2))
         return
     family = report.token_family
@@ -287,13 +287,14 @@ def sweep_command(
     if not lists:
         raise CliError("give a list to sweep: --compact-threshold, --target-usage or --max-tokens")
     data = prepare(options)
-    found = asyncio.run(
-        sweep(data.messages, config=data.config, window=data.window, rows=rows, source=data.source)
-    )
+    found: list[SweepRow] = []
+    for setting in rows:  # one replay each, with the progress bar and errors of a replay
+        one = dataclasses.replace(data, config=dataclasses.replace(data.config, **setting))
+        found.append(row_for(setting, _run(one, show_progress=not as_json).report))
     if as_json:
         document = {
             "source": data.source,
-            "window": asdict(data.window) if data.window else None,
+            "window": dataclasses.asdict(data.window) if data.window else None,
             "rows": sweep_json(found),
         }
         typer.echo(json.dumps(document, indent=2))
