@@ -289,3 +289,7 @@ async def test_a_message_no_view_ever_sent_left_at_the_first_request_after_it() 
     assert (drop.position, drop.change, drop.compacted) == (3, LEFT, False)
     assert drop.request == 2 and drop.first_line == "late output" and drop.tool == "?"
     assert drop.tokens_before > 0 == drop.tokens_after
+    console = Console(width=80, record=True, highlight=False)
+    render_drops(console, report)
+    text = console.export_text()
+    assert "   2°     3 " in text and "° no compaction at that request" in " ".join(text.split())

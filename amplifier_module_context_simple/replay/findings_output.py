@@ -131,8 +131,9 @@ def render_drops(console: Console, report: ReplayReport) -> None:
         shown = sorted(drops, key=lambda d: (-d.tokens_before, d.position))[:DROP_ROWS]
         for i, d in enumerate(shown):
             change, level = ([d.change], [str(d.level)]) if wide else ([], [])
+            mark = "" if d.compacted else "°"  # left out with no compaction at the request
             grid.add(
-                str(request) if i == 0 else "", str(d.position), *change, d.role,
+                f"{request}{mark}" if i == 0 else "", str(d.position), *change, d.role,
                 escape(d.tool or ""), _tokens(d), *level, escape(d.first_line),
             )  # fmt: skip
         if len(drops) > len(shown):
@@ -140,6 +141,8 @@ def render_drops(console: Console, report: ReplayReport) -> None:
             filler[-1] = f"… {len(drops) - len(shown)} more ({_counts(drops)})"
             grid.add("", *filler)
         grid.end_section()
+    if any(not d.compacted for d in report.drops):
+        grid.caption = "° no compaction at that request: a pairing repair left the message out"
     console.print(grid.table(console.width))
 
 
