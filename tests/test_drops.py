@@ -245,7 +245,7 @@ def test_inspect_at_names_what_was_left_out(tmp_path: Path) -> None:
     left = [d for d in report["drops"] if d["change"] == LEFT and d["request"] <= request]
     result = runner.invoke(app, ["inspect", path, *SMALL_WINDOW, "--at", str(request)])
     assert result.exit_code == 0, result.stderr
-    table = result.stdout.split("Left out of this view (", 2)[2]
+    table = result.stdout.split("What this view left out (", 1)[1]
     first = min(left, key=lambda d: d["position"])
     row = next(line for line in table.splitlines() if line.split()[:1] == [str(first["position"])])
     assert first["role"] in row and f"req {first['request']}" in row

@@ -221,7 +221,7 @@ def render_left_out(
     index.sync(history)
     left_at = {d.position: d for d in drops if d.change == LEFT}
     wide = console.width >= _NARROW
-    grid = _Grid(f"Left out of this view ({len(left_out):,} messages)")
+    grid = _Grid(f"What this view left out ({len(left_out):,} messages)")
     grid.number("pos")
     grid.word("role")
     grid.text("tool")
