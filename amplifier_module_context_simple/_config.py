@@ -22,7 +22,9 @@ __all__ = [
     "NOTICE_VERBOSITIES",
     "TOKEN_FAMILIES",
     "TOKEN_METER_MODES",
+    "CommandLineOption",
     "ContextConfig",
+    "command_line_option",
 ]
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,40 @@ TOKEN_FAMILIES = FAMILIES
 _Check = Callable[[str, object], Any]
 """A key's rule: the validated value for ``(key, raw value)``, or a ``ValueError``."""
 _CHECK = "check"
+_OPTION = "option"
+
+
+@dataclass(frozen=True)
+class CommandLineOption:
+    """How a key shows on the replay tool's command line (a field without one is not there).
+
+    It sits in the field's metadata beside the rule, so a key's name, default, rule and option
+    are written once. The runtime never reads it; ``replay.config_options`` does.
+    """
+
+    help: str
+    """What it does, without the closing full stop; ``[default]`` and the stop are added."""
+    flag: str | None = None
+    """The option's name, when it is not ``--`` and the key with dashes."""
+    default_text: str | None = None
+    """What ``[...]`` shows, when it is not the field's default (or the default is ``None``)."""
+
+
+def _key(default: Any, check: _Check, option: CommandLineOption | None = None) -> Any:
+    """A config field: its default, its rule and, if it is on the command line, its option."""
+    metadata: dict[str, object] = {_CHECK: check}
+    if option is not None:
+        metadata[_OPTION] = option
+    return field(default=default, metadata=metadata)
+
+
+def command_line_option(key: str) -> CommandLineOption | None:
+    """The command-line option of config key ``key``, or ``None`` when it has none."""
+    by_name = {f.name: f for f in fields(ContextConfig)}
+    if key not in by_name:
+        raise KeyError(f"no config key {key!r}")
+    option = by_name[key].metadata.get(_OPTION)
+    return option if isinstance(option, CommandLineOption) else None
 
 
 def _fail(key: str, rule: str, value: object) -> ValueError:
@@ -126,29 +162,57 @@ def _tool_result_bytes(key: str, value: object) -> int:
 class ContextConfig:
     """The validated settings of one context manager.
 
-    Each field is one key: its default, and under ``metadata[_CHECK]`` the rule that validates
-    a mount-config value for it. Adding a key is adding a field (and its test).
+    Each field is one key: its default, the rule that validates a mount-config value for it and,
+    for the keys the replay tool offers, its :class:`CommandLineOption`. Adding a key is adding a
+    field (and its test), plus the constructor keyword a test holds to the fields.
     """
 
-    max_tokens: int | None = field(default=None, metadata={_CHECK: _max_tokens_cap})
-    max_tokens_fallback: int = field(default=200_000, metadata={_CHECK: _positive_int})
-    compact_threshold: float = field(default=0.92, metadata={_CHECK: _fraction(allow_zero=False)})
-    target_usage: float = field(default=0.50, metadata={_CHECK: _fraction(allow_zero=False)})
-    protected_recent: float = field(default=0.30, metadata={_CHECK: _fraction(allow_zero=True)})
-    protected_tool_results: int = field(default=5, metadata={_CHECK: _non_negative_int})
-    truncate_chars: int = field(default=250, metadata={_CHECK: _non_negative_int})
-    compaction_notice_enabled: bool = field(default=True, metadata={_CHECK: _boolean})
-    compaction_notice_token_reserve: int = field(default=800, metadata={_CHECK: _non_negative_int})
-    compaction_notice_verbosity: str = field(
-        default="normal", metadata={_CHECK: _one_of(NOTICE_VERBOSITIES)}
+    max_tokens: int | None = _key(None, _max_tokens_cap, CommandLineOption("Cap on the budget"))
+    max_tokens_fallback: int = _key(
+        200_000, _positive_int, CommandLineOption("Budget when no window is simulated")
     )
-    compaction_notice_min_level: int = field(default=1, metadata={_CHECK: _any_int})
-    output_reserve_fraction: float = field(
-        default=0.5, metadata={_CHECK: _fraction(allow_zero=True)}
+    compact_threshold: float = _key(
+        0.92, _fraction(allow_zero=False), CommandLineOption("Compact at this share of the budget")
     )
-    token_meter: str = field(default="estimate", metadata={_CHECK: _meter_mode})
-    max_tool_result_bytes: int = field(default=131_072, metadata={_CHECK: _tool_result_bytes})
-    token_family: str | None = field(default=None, metadata={_CHECK: _optional_family})
+    target_usage: float = _key(
+        0.50,
+        _fraction(allow_zero=False),
+        CommandLineOption("Share of the budget compaction aims for"),
+    )
+    protected_recent: float = _key(
+        0.30,
+        _fraction(allow_zero=True),
+        CommandLineOption("Share of recent messages never left out"),
+    )
+    protected_tool_results: int = _key(
+        5, _non_negative_int, CommandLineOption("Latest N tool results kept whole")
+    )
+    truncate_chars: int = _key(
+        250, _non_negative_int, CommandLineOption("Characters a shortened result keeps")
+    )
+    compaction_notice_enabled: bool = _key(
+        True, _boolean, CommandLineOption("Append the compaction notice", flag="--notice")
+    )
+    # Tuning a replay does not need: the mount config's default stands.
+    compaction_notice_token_reserve: int = _key(800, _non_negative_int)
+    compaction_notice_verbosity: str = _key(
+        "normal",
+        _one_of(NOTICE_VERBOSITIES),
+        CommandLineOption("Notice: minimal, normal or verbose", flag="--notice-verbosity"),
+    )
+    compaction_notice_min_level: int = _key(1, _any_int)
+    output_reserve_fraction: float = _key(
+        0.5, _fraction(allow_zero=True), CommandLineOption("Share of max output held back")
+    )
+    token_meter: str = _key("estimate", _meter_mode, CommandLineOption("estimate or actual"))
+    max_tool_result_bytes: int = _key(
+        131_072, _tool_result_bytes, CommandLineOption("Ingress cap on a tool result, bytes")
+    )
+    token_family: str | None = _key(
+        None,
+        _optional_family,
+        CommandLineOption("o200k, claude3 or claude47", default_text="from --model"),
+    )
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> ContextConfig:

@@ -13,6 +13,10 @@ Modules, by job:
   context-config options, one row per ``ContextConfig`` key, and the config they build.
 * ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
   recorded session; ``example_session``: the seeded built-in session.
+* ``session_dir``: reading a session directory (metadata, the events log streamed);
+  ``known_windows``: the fallback table of model windows; ``session_settings``: each setting
+  and where it came from; ``recorded_feed``: the recorded system prompts and usage fed to a
+  replay; ``settings_text``: the report's Settings block.
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window.
 * ``view``: one view described message by message (``inspect``).

@@ -37,7 +37,6 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
-from .._estimate import family_for_model
 from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
@@ -217,7 +216,7 @@ def inspect_command(
     if as_json:
         typer.echo(json.dumps(outcome.view, indent=2, ensure_ascii=False, default=str))
         return
-    family = data.config.token_family or family_for_model(options.model)
+    family = data.token_family
     rows, left_out = describe_view(outcome.view, outcome.history, family=family)
     console = stdout_console()
     render_view(console, outcome, rows, left_out, at)
@@ -324,6 +323,7 @@ def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) 
                     source=data.source,
                     progress=lambda n: progress.advance(task, n),
                     stop_at=stop_at,
+                    recorded=data.recorded(),
                 )
             )
         except ReplayError as exc:

@@ -1,10 +1,10 @@
-"""The command line's context-config options: one row per ``ContextConfig`` key, in one table.
+"""The command line's context-config options, read from ``ContextConfig``'s own fields.
 
-Each key is either an option (its help text, and its flag when that is not ``--key-name``) or
-``None``: deliberately not on the command line. Type and default come from the field itself,
-and a test checks that every field has a row, so adding a config key is one edit here (plus
-its test). ``options.py`` turns the rows into Typer parameters; :func:`build_config` turns the
-values given back into a ``ContextConfig`` whose errors name the flag.
+A key is on the command line when its field carries a ``CommandLineOption`` (help text, and
+its flag when that is not ``--key-name``); type and default come from the field itself, so a
+key is written once, in ``_config``. ``options.py`` turns the specs into Typer parameters;
+:func:`build_config` turns the values given back into a ``ContextConfig`` whose errors name
+the flag.
 """
 
 from __future__ import annotations
@@ -17,45 +17,10 @@ from types import NoneType, UnionType
 from typing import Any
 
 from .. import ContextConfig
-from .._config import TOKEN_METER_MODES
+from .._config import TOKEN_METER_MODES, command_line_option
 from .._estimate import family_for_model
 
-__all__ = ["CONFIG_OPTIONS", "ConfigOption", "OptionSpec", "build_config", "config_option_specs"]
-
-
-@dataclass(frozen=True)
-class ConfigOption:
-    """How one config key shows on the command line."""
-
-    help: str
-    """What it does, without the closing full stop; ``[default]`` and the stop are added."""
-    flag: str | None = None
-    """The option's name, when it is not ``--`` and the key with dashes."""
-    default_text: str | None = None
-    """What ``[...]`` shows, when it is not the field's default (or the default is ``None``)."""
-
-
-CONFIG_OPTIONS: dict[str, ConfigOption | None] = {
-    # In the order the help lists them.
-    "max_tokens": ConfigOption("Cap on the budget"),
-    "max_tokens_fallback": ConfigOption("Budget when no window is simulated"),
-    "compact_threshold": ConfigOption("Compact at this share of the budget"),
-    "target_usage": ConfigOption("Share of the budget compaction aims for"),
-    "protected_recent": ConfigOption("Share of recent messages never left out"),
-    "protected_tool_results": ConfigOption("Latest N tool results kept whole"),
-    "truncate_chars": ConfigOption("Characters a shortened result keeps"),
-    "token_meter": ConfigOption("estimate or actual"),
-    "token_family": ConfigOption("o200k, claude3 or claude47", default_text="from --model"),
-    "max_tool_result_bytes": ConfigOption("Ingress cap on a tool result, bytes"),
-    "compaction_notice_enabled": ConfigOption("Append the compaction notice", flag="--notice"),
-    "compaction_notice_verbosity": ConfigOption(
-        "Notice: minimal, normal or verbose", flag="--notice-verbosity"
-    ),
-    "output_reserve_fraction": ConfigOption("Share of max output held back"),
-    # Tuning a replay does not need: the mount config's defaults stand.
-    "compaction_notice_token_reserve": None,
-    "compaction_notice_min_level": None,
-}
+__all__ = ["OptionSpec", "build_config", "config_option_specs"]
 
 
 @dataclass(frozen=True)
@@ -72,14 +37,15 @@ class OptionSpec:
 
 
 def config_option_specs() -> list[OptionSpec]:
-    """The rows of :data:`CONFIG_OPTIONS` that are options, with type, default and help."""
-    by_name = {f.name: f for f in fields(ContextConfig)}
+    """The config keys that are options, in field order, with type, default and help."""
     hints = typing.get_type_hints(ContextConfig)
     specs: list[OptionSpec] = []
-    for key, row in CONFIG_OPTIONS.items():
+    for config_field in fields(ContextConfig):
+        key = config_field.name
+        row = command_line_option(key)
         if row is None:
             continue
-        default = by_name[key].default
+        default = config_field.default
         assert default is not MISSING, f"{key} has no default"
         value_type = _without_none(hints[key])
         shown = row.default_text
@@ -99,7 +65,7 @@ def _without_none(hint: Any) -> type:
 
 
 def _flag(key: str) -> str:
-    row = CONFIG_OPTIONS.get(key)
+    row = command_line_option(key)
     if row is not None and row.flag is not None:
         return row.flag
     return "--" + key.replace("_", "-")

@@ -9,6 +9,10 @@ what compaction changed and whether the view is valid and prefix-stable.
 history=...)`` against the whole history so far (pairing, unique ids, the turn invariants), and
 the host's own model (``host_check``), where amplifier-core is installed.
 
+With ``recorded`` requests (a session directory's), request k gets recorded request k's system
+prompt through the manager's system prompt factory, and afterwards its recorded usage through
+the meter's ``llm:response`` handler, as the host would deliver them.
+
 No third-party dependency: the command line, tables and plots live in the sibling modules.
 """
 
@@ -25,8 +29,11 @@ from .._estimate import family_for_model
 from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 from .drops import DropTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
+from .recorded_feed import RecordedFeed
 from .refusals import repair_kind
 from .report import CompactionRecord, ReplayReport, RequestRecord
+from .session_dir import RecordedRequest
+from .session_settings import add_budget_setting
 from .simulation import SimulatedProvider, Window
 from .view import is_notice
 
@@ -79,12 +86,14 @@ async def replay(
     source: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
     stop_at: int | None = None,
+    recorded: Iterable[RecordedRequest] | None = None,
 ) -> ReplayOutcome:
     """Feed ``messages`` through a manager and report on every request.
 
     With ``stop_at`` (a 1-based request number) the replay stops right after that request
     and the outcome carries its view; otherwise the whole conversation is replayed. Raises
-    :class:`ReplayError` when the manager refuses a message.
+    :class:`ReplayError` when the manager refuses a message. ``recorded``: the session's
+    requests, matched to the replay's in order (see the module docstring).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     recorder = _Recorder()
@@ -101,10 +110,12 @@ async def replay(
     collector = _WarningCollector()
     package_logger = logging.getLogger(_PACKAGE_LOGGER)
     package_logger.addHandler(collector)
+    feed = RecordedFeed(recorded) if recorded is not None else None
     try:
         for position, message in enumerate(messages):
             if message.get("role") == "assistant":
                 seen = len(recorder.events)
+                pending = await feed.before(manager) if feed is not None else None
                 view = await manager.get_messages_for_request(provider=provider)
                 fresh = recorder.events[seen:]
                 record = _record(report, manager.messages, host, view, fresh, known, family)
@@ -122,9 +133,11 @@ async def replay(
                     compacted=record.compacted,
                 )  # fmt: skip
                 previous_prefix = view[:-1] if record.notice else view
+                if feed is not None:
+                    await feed.after(manager, pending)
                 if stop_at is not None and record.request == stop_at:
                     report.repairs = _count_kinds(repairs)
-                    _finish(report, collector, recorder)
+                    _finish(report, collector, recorder, feed, complete=False)
                     return ReplayOutcome(report, view, list(manager.messages))
             try:
                 await manager.add_message(dict(message))
@@ -143,15 +156,25 @@ async def replay(
     finally:
         package_logger.removeHandler(collector)
     report.repairs = _count_kinds(repairs)
-    _finish(report, collector, recorder)
+    _finish(report, collector, recorder, feed)
     return ReplayOutcome(report, None, list(manager.messages))
 
 
-def _finish(report: ReplayReport, collector: _WarningCollector, recorder: _Recorder) -> None:
+def _finish(
+    report: ReplayReport,
+    collector: _WarningCollector,
+    recorder: _Recorder,
+    feed: RecordedFeed | None = None,
+    *,
+    complete: bool = True,
+) -> None:
     report.ingress_truncations = sum(
         1 for name, _ in recorder.events if name == events.INGRESS_TRUNCATED
     )
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
+    add_budget_setting(report.source, report.budget_event)
+    if feed is not None:
+        feed.finish(report, complete=complete)
 
 
 def _count_kinds(entries: Iterable[str]) -> dict[str, int]:

@@ -2,11 +2,17 @@
 
 Every problem is a :class:`CliError`; a transcript's unusable lines are skipped with a warning
 (or, with ``--strict``, fail the command).
+
+A session directory (or a session id) that has an events file is replayed with the session's
+own settings: its recorded context config, its model's window and tokenizer family, and its
+recorded requests (system prompt and usage, fed to the engine by :meth:`ReplayInput.recorded`).
+Flags override key by key; ``source["settings"]`` says where each setting came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
@@ -15,6 +21,8 @@ from .. import ContextConfig
 from .config_options import build_config
 from .errors import CliError, one_line
 from .example_session import generate_session
+from .session_dir import RecordedRequest, RecordedSession, SessionError, find_session, read_session
+from .session_settings import describe_settings, resolve_settings
 from .simulation import EXAMPLE_WINDOW, Window, build_window
 from .transcripts import TranscriptError, load_transcript
 
@@ -54,31 +62,97 @@ class ReplayInput:
     source: dict[str, Any]
     config: ContextConfig
     window: Window | None
+    session: RecordedSession | None = None
+    """The recorded session whose settings and requests the replay uses, if any."""
+    token_family: str | None = None
+    settings: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """``{"name", "value", "source"}`` per setting (also ``source["settings"]``, to which the
+    replay adds the budget it derived)."""
+
+    def recorded(self) -> Iterator[RecordedRequest] | None:
+        """The session's recorded requests, streamed (``None``: no session)."""
+        return self.session.requests() if self.session is not None else None
 
 
 def prepare(options: SharedOptions) -> ReplayInput:
     """Validate the options and load the messages; every problem is a :class:`CliError`."""
-    context_window, max_output = options.context_window, options.max_output_tokens
-    try:
-        config = build_config(
-            options.config_values, model=options.model, window=context_window is not None
-        )
-    except ValueError as exc:
-        raise CliError(one_line(str(exc))) from None
+    session: RecordedSession | None = None
     if options.transcript is None:
         messages, source = _example(options)
-        if context_window is None:
-            context_window = EXAMPLE_WINDOW.context_window
-            max_output = max_output or EXAMPLE_WINDOW.max_output_tokens
     else:
         if options.seed is not None or options.messages is not None:
             raise CliError("--seed and --messages only apply to the built-in example session")
-        messages, source = _transcript(options.transcript, strict=options.strict)
+        session = _session(options.transcript, strict=options.strict)
+        name = str(session.directory) if session is not None else options.transcript
+        messages, source = _transcript(name, strict=options.strict)
+        source["name"] = "standard input" if name == "-" else options.transcript
+    resolved = resolve_settings(
+        session,
+        config_flags=options.config_values,
+        model=options.model,
+        context_window=options.context_window,
+        max_output_tokens=options.max_output_tokens,
+        default_window=EXAMPLE_WINDOW if options.transcript is None else None,
+    )
     try:
-        window = build_window(context_window, max_output, options.model, config)
+        config = build_config(
+            resolved.config_values,
+            model=resolved.model,
+            window=resolved.context_window is not None,
+        )
+    except ValueError as exc:
+        raise CliError(one_line(str(exc))) from None
+    try:
+        window = build_window(
+            resolved.context_window, resolved.max_output_tokens, resolved.model, config
+        )
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    return ReplayInput(messages, source, config, window)
+    settings = [s.as_json() for s in describe_settings(resolved, config, window)]
+    source["settings"] = settings
+    if session is not None:
+        source.update(_session_source(session, resolved.ignored_keys, resolved.warnings))
+    for warning in resolved.warnings:
+        typer.echo(f"context-simple: warning: {warning}", err=True)
+    family = next(s["value"] for s in settings if s["name"] == "token_family")
+    return ReplayInput(messages, source, config, window, session, family, settings)
+
+
+def _session(transcript: str, *, strict: bool) -> RecordedSession | None:
+    """The session ``transcript`` names, when it is a session directory (or id) with events."""
+    if transcript == "-":
+        return None
+    try:
+        directory = find_session(transcript)
+        if directory is None:
+            return None
+        session = read_session(directory, strict=strict)
+    except SessionError as exc:
+        raise CliError(one_line(str(exc))) from None
+    if session.events is None:
+        return None  # a transcript and nothing else: replayed as one
+    for error in session.skipped[:SHOWN_SKIPPED_LINES]:
+        typer.echo(f"context-simple: warning: {session.events.name}: skipped {error}", err=True)
+    if len(session.skipped) > SHOWN_SKIPPED_LINES:
+        more = len(session.skipped) - SHOWN_SKIPPED_LINES
+        typer.echo(f"context-simple: warning: skipped {more} more events line(s)", err=True)
+    return session
+
+
+def _session_source(
+    session: RecordedSession, ignored: list[str], warnings: list[str]
+) -> dict[str, Any]:
+    events = session.events
+    return {
+        "session_directory": str(session.directory),
+        "events": str(events.relative_to(session.directory)) if events else None,
+        "recorded_requests": session.request_count,
+        "skipped_event_lines": [
+            {"line": e.line_number, "reason": e.reason} for e in session.skipped
+        ],
+        "ignored_config_keys": ignored,
+        "session_notes": [*session.notes, *warnings],
+    }
 
 
 def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -4,7 +4,7 @@
 and receives the shared ones as one :class:`~.inputs.SharedOptions`. Typer reads a command's
 parameters from its signature, so the decorator gives the command a signature with the shared
 parameters appended (after the command's own, which keeps each help panel's order). The
-context-config options come from ``config_options.CONFIG_OPTIONS``.
+context-config options come from ``config_options.config_option_specs()``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from .._budget import SAFETY_MARGIN_TOKENS
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
 from .report import ReplayReport
+from .settings_text import render_settings
 from .view import ViewRow
 
 __all__ = ["render_report", "render_view", "stdout_console"]
@@ -28,6 +29,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     if n == 0:
         console.print("No assistant message, so no request was made: nothing to report.")
         return
+    render_settings(console, report)
     console.print(f"[bold]Budget[/]  {_budget_text(report)}")
     console.print(
         f"[bold]Trigger[/] {s['trigger_tokens']:,} tokens (compact_threshold "

@@ -1,0 +1,72 @@
+"""Feeding a session's recorded requests into a replay, one per request the replay makes.
+
+Before request k the manager's system prompt factory returns recorded request k's system text
+(the view then carries the system prompt the session really sent); after it, the recorded usage
+goes to the meter's ``llm:response`` handler, shaped as the host delivers it. The requests are
+consumed as the replay goes, so only one recorded payload is alive at a time. When the replay
+outlives the recording, the last system prompt stays and no usage follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .. import SimpleContextManager
+from .report import ReplayReport
+from .session_dir import RecordedRequest, system_text
+
+__all__ = ["RecordedFeed"]
+
+_RESPONSE = "llm:response"
+
+
+class RecordedFeed:
+    """Recorded requests handed to a replay's manager in order; counts how many matched."""
+
+    def __init__(self, recorded: Iterable[RecordedRequest]) -> None:
+        self._requests = iter(recorded)
+        self.matched = 0
+
+    async def before(self, manager: SimpleContextManager) -> RecordedRequest | None:
+        """Set the next recorded request's system prompt; return that request (``None``: none)."""
+        request = next(self._requests, None)
+        if request is None:
+            return None
+        self.matched += 1
+        text = system_text(request.payload)
+        await manager.set_system_prompt_factory(None if text is None else _constant(text))
+        return request
+
+    async def after(self, manager: SimpleContextManager, request: RecordedRequest | None) -> None:
+        """Deliver ``request``'s recorded usage to the meter, as the host's hook would."""
+        if request is None or request.usage is None:
+            return
+        data: dict[str, Any] = {"usage": dict(request.usage.raw)}
+        if request.model:
+            data["model"] = request.model
+        await manager.meter.on_llm_response(_RESPONSE, data)
+
+    def finish(self, report: ReplayReport, *, complete: bool) -> None:
+        """Put ``{"recorded", "replayed", "matched"}`` in ``report.source["recorded_match"]``.
+
+        When the counts differ, a warning says how many were matched. ``complete=False`` (the
+        replay stopped early on purpose): the rest of the recording is not counted.
+        """
+        replayed = len(report.requests)
+        recorded = self.matched + sum(1 for _ in self._requests) if complete else None
+        summary = {"recorded": recorded, "replayed": replayed, "matched": self.matched}
+        report.source["recorded_match"] = summary
+        if recorded is not None and recorded != replayed:
+            warning = (
+                f"the session recorded {recorded} request(s) and the replay made {replayed}: "
+                f"the first {self.matched} were matched to recorded system prompts and usage"
+            )
+            report.warnings[warning] = 1
+
+
+def _constant(text: str) -> Any:
+    def factory() -> str:
+        return text
+
+    return factory

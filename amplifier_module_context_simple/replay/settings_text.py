@@ -1,0 +1,66 @@
+"""The report's "Settings" block: each setting the replay ran with and where it came from.
+
+Reads ``report.source``: ``settings`` (``{"name", "value", "source"}`` each), and for a session
+directory the events file read, the recorded config keys ignored and how many recorded requests
+were matched. Kept apart from ``output`` so the block has one owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .report import ReplayReport
+
+__all__ = ["render_settings", "setting_value_text"]
+
+
+def render_settings(console: Console, report: ReplayReport) -> None:
+    """Print the Settings table and the session notes; nothing when there are no settings."""
+    src = report.source
+    settings: list[dict[str, Any]] = src.get("settings") or []
+    if not settings:
+        return
+    table = Table(title="Settings", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("from", no_wrap=True)
+    budget = report.budget_event or {}
+    for s in settings:
+        value = setting_value_text(s["value"])
+        if s["name"] == "budget" and budget.get("capped"):
+            value += " (max_tokens cap)"
+        table.add_row(escape(s["name"]), escape(value), s["source"])
+    console.print(table)
+    for line in _session_lines(src):
+        console.print(escape(line))
+
+
+def setting_value_text(value: object) -> str:
+    """A setting's value as the table shows it: counts with separators, ``none`` for None."""
+    if value is None:
+        return "none"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _session_lines(src: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if src.get("events"):
+        count = src.get("recorded_requests", 0)
+        lines.append(f"Session events: {src['events']}, {count:,} recorded request(s)")
+    match = src.get("recorded_match")
+    if match:
+        recorded = match["recorded"]
+        of = f" of {recorded:,} recorded" if recorded is not None else ""
+        lines.append(f"Recorded system prompt and usage fed to {match['matched']:,}{of} request(s)")
+    if src.get("ignored_config_keys"):
+        keys = ", ".join(src["ignored_config_keys"])
+        lines.append(f"Recorded config keys ignored (not context-simple settings): {keys}")
+    lines += [f"Note: {n}" for n in src.get("session_notes") or []]
+    return lines
