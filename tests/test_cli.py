@@ -33,13 +33,13 @@ SUMMARY_KEYS = {
     "mean_utilisation", "peak_view_tokens", "tokens_saved", "final_tokens_saved",
     "prefix_stable_requests", "invalid_views", "over_budget_requests", "ingress_truncations",
     "budget", "budget_source", "budget_capped", "trigger_tokens", "host_check",
-    "host_invalid_views",
+    "host_invalid_views", "refused_views", "dropped_messages",
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",
     "view_tokens", "budget", "budget_source", "utilisation", "level", "compacted", "removed",
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
-    "host_valid", "violations", "prefix_stable",
+    "host_valid", "violations", "prefix_stable", "overhead_tokens", "repairs",
 }  # fmt: skip
 COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
@@ -109,7 +109,7 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     report = run_json("replay")
     assert set(report) == {
         "source", "config", "window", "token_family", "budget", "summary", "compactions",
-        "requests", "warnings",
+        "requests", "warnings", "refusals", "drops",
     }  # fmt: skip
     summary, requests, compactions = report["summary"], report["requests"], report["compactions"]
     assert set(summary) == SUMMARY_KEYS

@@ -7,7 +7,8 @@ optional dependencies (Typer, Rich, matplotlib).
 
 Modules, by job:
 
-* ``cli``: the Typer app, its two commands and the one-line error handling (console script).
+* ``cli``: the Typer app, its commands (``replay``, ``inspect``, ``sweep``) and the one-line
+  error handling (console script).
 * ``options``: the options both commands share, declared once; ``config_options``: the
   context-config options, one row per ``ContextConfig`` key, and the config they build.
 * ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
@@ -23,5 +24,9 @@ Modules, by job:
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window.
 * ``view``: one view described message by message (``inspect``).
-* ``output``: the Rich tables; ``plot``: the ``--plot`` chart; ``errors``: the command's error.
+* ``drops``: what each view left out, shortened or stubbed, per history position
+  (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
+  ``sweep``: one replay per setting, compared (the ``sweep`` command).
+* ``output``: the Rich tables; ``findings_output``: the tables of drops, refusals and sweeps;
+  ``plot``: the ``--plot`` chart; ``errors``: the command's error.
 """

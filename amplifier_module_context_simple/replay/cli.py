@@ -3,8 +3,12 @@
 ``context-simple replay [TRANSCRIPT]`` feeds a recorded session (or, with no argument, the
 built-in example session) through a real ``SimpleContextManager``, asking for a view before
 every assistant message as an orchestrator would, and reports the budget, every compaction and
-how full each request got. ``context-simple inspect TRANSCRIPT --at N`` shows the exact view of
-request N. Needs the ``cli`` extra (Typer and Rich); ``--plot`` needs the ``plot`` extra.
+how full each request got, what each compaction dropped and which views a provider would
+refuse (``--check``: exit status :data:`CHECK_FAILED` when any would be). ``context-simple
+inspect TRANSCRIPT --at N`` shows the exact view of request N and what it left out; ``--why
+POSITION`` tells when message POSITION left the view. ``context-simple sweep TRANSCRIPT
+--compact-threshold 0.6,0.8`` replays once per setting and compares them. Needs the ``cli``
+extra (Typer and Rich); ``--plot`` needs the ``plot`` extra.
 
 The runtime package never imports this one, so its dependencies stay optional.
 """
@@ -12,10 +16,12 @@ The runtime package never imports this one, so its dependencies stay optional.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,17 +37,31 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
+from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
+from .findings_output import (
+    render_drops,
+    render_left_out,
+    render_refusals,
+    render_sweep,
+    render_why,
+)
 from .inputs import ReplayInput, SharedOptions, prepare
 from .options import shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
+from .refusals import assess
+from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
+from .sweep import as_json as sweep_json
 from .view import describe_view
 
-__all__ = ["app", "main"]
+__all__ = ["CHECK_FAILED", "app", "main"]
 
 PROGRESS_MIN_MESSAGES = 300
+CHECK_FAILED = 4
+"""``replay --check``'s exit status when a provider would refuse a view. The others: 0 fine,
+1 a problem with the input or the options, 2 a usage error, 3 an internal error."""
 
 
 class _OneLineErrors(TyperGroup):
@@ -109,30 +129,80 @@ def replay_command(
         Path | None, typer.Option(help="Write a chart (.png or .svg); needs the plot extra.")
     ] = None,
     requests: Annotated[bool, typer.Option("--requests", help="Also list every request.")] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help=f"Exit with status {CHECK_FAILED} when a provider would refuse any view (above "
+            "the window, or invalid); 0 when none would.",
+        ),
+    ] = False,
 ) -> None:
-    """Replay a transcript (default: a built-in example) and report budget and compactions."""
+    """Replay a transcript (default: a built-in example) and report budget and compactions.
+
+    Exit status: 0 done; 1 a problem with the input or options; 2 usage error; 3 internal error;
+    4 (with --check) a provider would refuse at least one view.
+    """
     pyplot = pyplot_for(plot) if plot is not None else None
     data = prepare(options)
     report = _run(data, show_progress=not as_json).report
     if as_json:
         typer.echo(json.dumps(report.as_json(), indent=2))
     else:
-        render_report(stdout_console(), report, show_requests=requests)
+        console = stdout_console()
+        render_report(console, report, show_requests=requests)
+        if report.requests:
+            render_drops(console, report)
+            render_refusals(console, assess(report))
     if pyplot is not None and plot is not None and report.requests:
         write_plot(pyplot, report, plot)
         typer.echo(f"context-simple: chart written to {plot}", err=True)
     elif plot is not None:
         typer.echo("context-simple: no chart: the transcript made no request", err=True)
+    if check:
+        refusals = assess(report)
+        if refusals.refused:
+            first = refusals.refused[0]
+            typer.echo(
+                f"context-simple: check failed: {refusals.refused_views} of "
+                f"{refusals.requests} view(s) would be refused; first, request {first.request}: "
+                f"{one_line(first.reasons[0])}",
+                err=True,
+            )
+            raise typer.Exit(CHECK_FAILED)
 
 
 @app.command("inspect")
 @shared_options
 def inspect_command(
     options: SharedOptions,
-    at: Annotated[int, typer.Option("--at", help="Request number (1-based).", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the view itself as JSON.")] = False,
+    at: Annotated[
+        int | None, typer.Option("--at", help="Request number (1-based).", show_default=False)
+    ] = None,
+    why: Annotated[
+        int | None,
+        typer.Option(
+            "--why",
+            help="History position (0-based, the 'hist' column): at which request the message "
+            "left the view, was shortened or stubbed, and by which compaction level.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the view itself (with --why: its changes) as JSON."),
+    ] = False,
 ) -> None:
-    """Show the exact view the model received at request N (roles, sizes, markers)."""
+    """Show the exact view the model received at request N (roles, sizes, markers, what it left
+    out), or with --why POSITION what the views did to one message."""
+    if at is None and why is None:
+        raise CliError("give --at N (a request) or --why POSITION (a history message)")
+    if at is not None and why is not None:
+        raise CliError("give --at or --why, not both")
+    if why is not None:
+        _why(options, why, as_json=as_json)
+        return
+    assert at is not None
     if at < 1:
         raise CliError(f"--at must be 1 or more; got {at}")
     data = prepare(options)
@@ -148,7 +218,87 @@ def inspect_command(
         return
     family = data.token_family
     rows, left_out = describe_view(outcome.view, outcome.history, family=family)
-    render_view(stdout_console(), outcome, rows, left_out, at)
+    console = stdout_console()
+    render_view(console, outcome, rows, left_out, at)
+    render_left_out(console, outcome.history, left_out, outcome.report.drops, family=family)
+
+
+def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
+    data = prepare(options)
+    if not 0 <= position < len(data.messages):
+        raise CliError(
+            f"--why {position} is not a history position: the transcript has "
+            f"{len(data.messages)} message(s), positions 0-{len(data.messages) - 1}"
+        )
+    outcome = _run(data, show_progress=not as_json)
+    report = outcome.report
+    if as_json:
+        changes = [dataclasses.asdict(d) for d in drops_at(report.drops, position)]
+        typer.echo(json.dumps({"position": position, "changes": changes}, indent=2))
+        return
+    family = report.token_family
+    history_at = [r.history_messages for r in report.requests]
+    lines = explain(position, outcome.history, report.drops, history_at, family=family)
+    render_why(stdout_console(), position, lines)
+
+
+_SWEEP_PANEL = "Swept (comma lists; every combination is one replay)"
+
+
+@app.command("sweep")
+@partial(shared_options, without=tuple(SWEPT_KEYS))
+def sweep_command(
+    options: SharedOptions,
+    thresholds: Annotated[
+        str | None,
+        typer.Option(
+            "--compact-threshold",
+            help="Compact at these shares of the budget, e.g. 0.6,0.8,0.92.",
+            rich_help_panel=_SWEEP_PANEL,
+        ),
+    ] = None,
+    targets: Annotated[
+        str | None,
+        typer.Option(
+            "--target-usage",
+            help="Shares of the budget compaction aims for, e.g. 0.4,0.5.",
+            rich_help_panel=_SWEEP_PANEL,
+        ),
+    ] = None,
+    caps: Annotated[
+        str | None,
+        typer.Option(
+            "--max-tokens",
+            help="Caps on the budget, e.g. 100000,200000.",
+            rich_help_panel=_SWEEP_PANEL,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Replay once per setting and compare: compactions, cache breaks, peak share of the window
+    and views a provider would refuse, one row per combination of the listed values."""
+    given = {"compact_threshold": thresholds, "target_usage": targets, "max_tokens": caps}
+    try:
+        lists = {k: parse_values(k, text) for k, text in given.items() if text is not None}
+        rows = settings(lists)
+    except ValueError as exc:
+        raise CliError(one_line(str(exc))) from None
+    if not lists:
+        raise CliError("give a list to sweep: --compact-threshold, --target-usage or --max-tokens")
+    data = prepare(options)
+    found: list[SweepRow] = []
+    for setting in rows:  # one replay each, with the progress bar and errors of a replay
+        one = dataclasses.replace(data, config=dataclasses.replace(data.config, **setting))
+        found.append(row_for(setting, _run(one, show_progress=not as_json).report))
+    if as_json:
+        document = {
+            "source": data.source,
+            "window": dataclasses.asdict(data.window) if data.window else None,
+            "rows": sweep_json(found),
+        }
+        typer.echo(json.dumps(document, indent=2))
+        return
+    render_sweep(stdout_console(), found)
 
 
 def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) -> ReplayOutcome:

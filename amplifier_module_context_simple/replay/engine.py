@@ -27,8 +27,10 @@ from .. import ContextConfig, SimpleContextManager, check_view, estimate_message
 from .. import _events as events
 from .._estimate import family_for_model
 from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from .drops import DropTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
+from .refusals import repair_kind
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .session_dir import RecordedRequest
 from .session_settings import add_budget_setting
@@ -99,6 +101,8 @@ async def replay(
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
+    tracker = DropTracker(family, drops=report.drops)  # what each view changed, per position
+    repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
     known: dict[int, int] = {}  # id(history dict) -> tokens; history keeps the dicts alive
     previous_prefix: Sequence[Mapping[str, Any]] | None = None
     host = HostModelCheck()
@@ -119,12 +123,20 @@ async def replay(
                 record.at_message = position
                 record.level = manager.compaction_level
                 record.prefix_stable = _extends(previous_prefix, view, record.notice)
+                record.repairs = _count_kinds(manager.view_repairs)
+                repairs.update(manager.view_repairs)
                 report.requests.append(record)
                 _note_compaction(report, record, fresh)
+                level = report.compactions[-1].level if record.compacted else record.level
+                tracker.observe(
+                    record.request, view, manager.messages, level=level,
+                    compacted=record.compacted,
+                )  # fmt: skip
                 previous_prefix = view[:-1] if record.notice else view
                 if feed is not None:
                     await feed.after(manager, pending)
                 if stop_at is not None and record.request == stop_at:
+                    report.repairs = _count_kinds(repairs)
                     _finish(report, collector, recorder, feed, complete=False)
                     return ReplayOutcome(report, view, list(manager.messages))
             try:
@@ -143,6 +155,7 @@ async def replay(
                 progress(1)
     finally:
         package_logger.removeHandler(collector)
+    report.repairs = _count_kinds(repairs)
     _finish(report, collector, recorder, feed)
     return ReplayOutcome(report, None, list(manager.messages))
 
@@ -162,6 +175,14 @@ def _finish(
     add_budget_setting(report.source, report.budget_event)
     if feed is not None:
         feed.finish(report, complete=complete)
+
+
+def _count_kinds(entries: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in entries:
+        kind = repair_kind(entry)
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _record(

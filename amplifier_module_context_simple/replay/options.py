@@ -10,7 +10,7 @@ context-config options come from ``config_options.config_option_specs()``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -120,14 +120,22 @@ _SHARED: list[_Parameter] = [_TRANSCRIPT, *_CONFIG, *_WINDOW, *_INPUT]
 _CONFIG_KEYS = tuple(p.name for p in _CONFIG)
 
 
-def shared_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``command(options: SharedOptions, **own)`` as a Typer command with the shared options."""
+def shared_options(
+    command: Callable[..., None], *, without: Collection[str] = ()
+) -> Callable[..., None]:
+    """``command(options: SharedOptions, **own)`` as a Typer command with the shared options.
+
+    ``without``: config keys the command declares itself (``sweep``'s lists); they reach
+    ``SharedOptions`` as not given.
+    """
     signature = inspect.signature(command, eval_str=True)  # Typer needs the real types
     own = [p for p in signature.parameters.values() if p.name != "options"]
 
     def run(**given: Any) -> None:
         # The parameters are named as SharedOptions' fields; the config ones go in one dict.
-        shared = {p.name: given.pop(p.name) for p in _SHARED}
+        shared: dict[str, Any] = {
+            p.name: None if p.name in without else given.pop(p.name) for p in _SHARED
+        }
         config_values = {key: shared.pop(key) for key in _CONFIG_KEYS}
         command(SharedOptions(config_values=config_values, **shared), **given)
 
@@ -135,6 +143,7 @@ def shared_options(command: Callable[..., None]) -> Callable[..., None]:
         inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
                           annotation=p.annotation)
         for p in _SHARED
+        if p.name not in without
     ]  # fmt: skip
     run.__signature__ = inspect.Signature([*own, *added])  # type: ignore[attr-defined]
     run.__name__ = command.__name__

@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import ContextConfig
+from .drops import Drop
 from .host_check import HOST_CHECK_RUN
+from .refusals import assess
 from .simulation import Window
 
 __all__ = ["CompactionRecord", "ReplayReport", "RequestRecord"]
@@ -55,6 +57,10 @@ class RequestRecord:
     """``check_view``'s violations, then the host model's objections."""
     prefix_stable: bool
     """The view without its notice begins with the previous view without its notice."""
+    overhead_tokens: int = 0
+    """What the request carries besides the view (recorded system prompt, tool definitions)."""
+    repairs: dict[str, int] = field(default_factory=dict[str, int])
+    """The manager's ``view_repairs`` after this request, counted by kind (``REPAIR_KINDS``)."""
 
 
 @dataclass
@@ -93,6 +99,10 @@ class ReplayReport:
     history_tokens: int = 0
     host_check: str = HOST_CHECK_RUN
     """``HOST_CHECK_RUN``, or ``HOST_CHECK_NOT_RUN`` when amplifier-core is not installed."""
+    drops: list[Drop] = field(default_factory=list[Drop])
+    """Every message a view left out, shortened, stubbed or restored, in request order."""
+    repairs: dict[str, int] = field(default_factory=dict[str, int])
+    """Distinct ``view_repairs`` entries over the replay, counted by kind."""
 
     def summary(self) -> dict[str, Any]:
         requests = self.requests
@@ -124,6 +134,8 @@ class ReplayReport:
             "budget_source": budget.get("source"),
             "budget_capped": bool(budget.get("capped", False)),
             "trigger_tokens": int(self.config.trigger(effective)),
+            "refused_views": assess(self).refused_views,
+            "dropped_messages": len({d.position for d in self.drops}),
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -137,4 +149,6 @@ class ReplayReport:
             "compactions": [asdict(c) for c in self.compactions],
             "requests": [asdict(r) for r in self.requests],
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
+            "refusals": assess(self).as_json(),
+            "drops": [asdict(d) for d in self.drops],
         }

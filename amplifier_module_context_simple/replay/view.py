@@ -16,16 +16,12 @@ from .._messages import (
     TRUNCATED_KEY,
     call_ids,
     has_image,
-    metadata,
     result_ids,
 )
-from .._render import NOTICE_SOURCE, text_of
+from .._render import text_of
+from .drops import PositionIndex, is_notice, tool_names
 
 __all__ = ["ViewRow", "describe_view", "is_notice"]
-
-
-def is_notice(message: Mapping[str, Any]) -> bool:
-    return message.get("role") == "user" and metadata(message).get("source") == NOTICE_SOURCE
 
 
 @dataclass
@@ -51,15 +47,12 @@ def describe_view(
     preview_chars: int = 60,
 ) -> tuple[list[ViewRow], list[int]]:
     """The rows of ``view`` and the history positions it leaves out."""
-    by_id = {id(m): i for i, m in enumerate(history)}
-    by_meta = {id(m["metadata"]): i for i, m in enumerate(history) if "metadata" in m}
+    positions = PositionIndex()
+    positions.sync(history)
     rows: list[ViewRow] = []
     shown: set[int] = set()
     for index, message in enumerate(view):
-        position = by_id.get(id(message))
-        if position is None and not (message.get(REPAIRED_KEY) or is_notice(message)):
-            # Truncated, stubbed or content-fixed copies share the history's metadata dict.
-            position = by_meta.get(id(message.get("metadata")))
+        position = positions.locate(message)
         if position is not None:
             shown.add(position)
         rows.append(
@@ -96,19 +89,6 @@ def _markers(message: Mapping[str, Any]) -> list[str]:
 def _preview(message: Mapping[str, Any], limit: int) -> str:
     text = " ".join(text_of(message).split())
     if not text:
-        names = _tool_names(message)
+        names = tool_names(message)
         return f"calls {', '.join(names)}" if names else ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _tool_names(message: Mapping[str, Any]) -> list[str]:
-    names: list[str] = []
-    calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        if isinstance(call, Mapping):
-            function = call.get("function")
-            name = call.get("tool") or call.get("name")
-            if name is None and isinstance(function, Mapping):
-                name = function.get("name")
-            names.append(str(name))
-    return names

@@ -1,0 +1,148 @@
+"""Comparing settings in one run: the same messages replayed once per setting.
+
+The swept keys (:data:`SWEPT_KEYS`: ``compact_threshold``, ``target_usage``, ``max_tokens``)
+each take a comma list; every combination of them (the cross product, at most
+:data:`MAX_ROWS`) is one replay whose config is the prepared one with the swept keys replaced
+(``dataclasses.replace``). Each row says what that setting did: compactions, cache breaks
+(views whose prefix is not the previous view's), the peak share of the window (view plus
+overhead over the context window, or over the budget when no window is known: ``share_of``
+says which) and the views a provider would refuse (``refusals``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from .. import ContextConfig
+from .engine import replay
+from .refusals import assess
+from .report import ReplayReport
+from .simulation import Window
+
+__all__ = [
+    "MAX_ROWS",
+    "SHARE_OF_BUDGET",
+    "SHARE_OF_WINDOW",
+    "SWEPT_KEYS",
+    "SweepRow",
+    "as_json",
+    "parse_values",
+    "row_for",
+    "settings",
+    "sweep",
+]
+
+MAX_ROWS = 64
+"""The most settings one sweep replays (each is a whole replay)."""
+SWEPT_KEYS: dict[str, tuple[str, type]] = {
+    "compact_threshold": ("--compact-threshold", float),
+    "target_usage": ("--target-usage", float),
+    "max_tokens": ("--max-tokens", int),
+}
+"""Config key -> (its flag, the type of each listed value)."""
+SHARE_OF_WINDOW = "window"
+SHARE_OF_BUDGET = "budget"
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """What one setting did over the whole replay."""
+
+    setting: dict[str, Any]
+    """The swept keys and their values for this row."""
+    requests: int
+    compactions: int
+    cache_breaks: int
+    """Views whose prefix is not the previous view's (``prefix_stable`` false)."""
+    peak_tokens: int
+    """The largest view plus its overhead."""
+    peak_share: float
+    share_of: str
+    """``SHARE_OF_WINDOW`` (the context window), or ``SHARE_OF_BUDGET`` when none is known."""
+    budget: int
+    refused_views: int
+    invalid_views: int
+
+
+def parse_values(key: str, text: str) -> list[Any]:
+    """The comma list given for ``key``; ``ValueError`` naming the flag for a bad item."""
+    flag, kind = SWEPT_KEYS[key]
+    values: list[Any] = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            value = kind(item)
+        except ValueError:
+            raise ValueError(
+                f"{flag}: {item!r} is not {'an integer' if kind is int else 'a number'}"
+                " (give a comma list, e.g. 0.6,0.8)"
+            ) from None
+        if kind is int and value <= 0:
+            raise ValueError(f"{flag} must be positive integers; got {item}")
+        try:
+            ContextConfig.from_mapping({key: value})
+        except ValueError as exc:
+            raise ValueError(f"{flag}: {exc}") from None
+        if value not in values:
+            values.append(value)
+    return values
+
+
+def settings(lists: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the listed values, in the order given (``[{}]``: none swept)."""
+    keys = [k for k in SWEPT_KEYS if lists.get(k)]
+    count = 1
+    for key in keys:
+        count *= len(lists[key])
+    if count > MAX_ROWS:
+        shown = " x ".join(f"{len(lists[k])} {SWEPT_KEYS[k][0]}" for k in keys)
+        raise ValueError(
+            f"the sweep would replay {count} settings ({shown}); the most is {MAX_ROWS}: "
+            "give fewer values"
+        )
+    combos = itertools.product(*(lists[k] for k in keys))
+    return [dict(zip(keys, combo, strict=True)) for combo in combos]
+
+
+def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
+    """One row from the replay of one setting."""
+    summary = report.summary()
+    window = report.window
+    peak = max((r.view_tokens + r.overhead_tokens for r in report.requests), default=0)
+    of = window.context_window if window is not None else summary["budget"]
+    return SweepRow(
+        setting=dict(setting),
+        requests=len(report.requests),
+        compactions=len(report.compactions),
+        cache_breaks=sum(not r.prefix_stable for r in report.requests),
+        peak_tokens=peak,
+        peak_share=round(peak / of, 4) if of else 0.0,
+        share_of=SHARE_OF_WINDOW if window is not None else SHARE_OF_BUDGET,
+        budget=int(summary["budget"]),
+        refused_views=assess(report).refused_views,
+        invalid_views=int(summary["invalid_views"]),
+    )
+
+
+async def sweep(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    config: ContextConfig,
+    window: Window | None,
+    rows: Sequence[Mapping[str, Any]],
+    source: dict[str, Any] | None = None,
+) -> list[SweepRow]:
+    """Replay ``messages`` once per setting in ``rows`` (swept key -> value)."""
+    found: list[SweepRow] = []
+    for setting in rows:
+        outcome = await replay(
+            messages, config=replace(config, **setting), window=window, source=source
+        )
+        found.append(row_for(setting, outcome.report))
+    return found
+
+
+def as_json(rows: Sequence[SweepRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
