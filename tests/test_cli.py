@@ -40,6 +40,7 @@ REQUEST_KEYS = {
     "view_tokens", "budget", "budget_source", "utilisation", "level", "compacted", "removed",
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
     "host_valid", "violations", "prefix_stable", "overhead_tokens", "repairs",
+    "system_prompt_tokens",
 }  # fmt: skip
 COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
@@ -99,7 +100,7 @@ def test_default_replay_reports_compactions() -> None:
     out = " ".join(result.stdout.split())
     assert "built-in example session" in out
     assert "128,000-token window" in out and "built-in example's default window" in out
-    assert "Summary" in out and "Compactions" in out and "Prefix-stable requests" in out
+    assert "Summary" in out and "Compactions" in out and "Prefix-stable views (replayed)" in out
     report = run_json("replay")
     assert report["summary"]["compactions"] >= 1
     assert report["summary"]["invalid_views"] == 0
@@ -109,9 +110,18 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     report = run_json("replay")
     assert set(report) == {
         "source", "config", "window", "token_family", "budget", "summary", "compactions",
-        "requests", "warnings", "refusals", "drops",
+        "requests", "warnings", "refusals", "drops", "window_basis", "window_by_category", "cache",
     }  # fmt: skip
     summary, requests, compactions = report["summary"], report["requests"], report["compactions"]
+    # A bare transcript: the window by category is the replayed view's, and no cache was seen.
+    assert report["cache"] is None and "cache_breaks" not in summary
+    assert report["window_basis"].startswith("the replayed views only")
+    assert [w["request"] for w in report["window_by_category"]] == [r["request"] for r in requests]
+    for w, r in zip(report["window_by_category"], requests, strict=True):
+        held = w["categories"]
+        assert held["conversation messages"] + held["compaction notice"] == r["view_tokens"]
+        assert held["compaction notice"] > 0 if r["notice"] else held["compaction notice"] == 0
+        assert w["used"] + held["free space"] + held["kept back for output"] - w["over"] == 128_000
     assert set(summary) == SUMMARY_KEYS
     assert all(set(r) == REQUEST_KEYS for r in requests)
     assert all(set(c) == COMPACTION_KEYS for c in compactions)

@@ -324,6 +324,7 @@ def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) 
                     progress=lambda n: progress.advance(task, n),
                     stop_at=stop_at,
                     recorded=data.recorded(),
+                    overhead=data.overhead,
                 )
             )
         except ReplayError as exc:

@@ -32,6 +32,7 @@ from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
 from .refusals import repair_kind
 from .report import CompactionRecord, ReplayReport, RequestRecord
+from .session_analysis import WindowAnalysis
 from .session_dir import RecordedRequest
 from .session_settings import add_budget_setting
 from .simulation import SimulatedProvider, Window
@@ -87,13 +88,16 @@ async def replay(
     progress: Callable[[int], None] | None = None,
     stop_at: int | None = None,
     recorded: Iterable[RecordedRequest] | None = None,
+    overhead: int | None = None,
 ) -> ReplayOutcome:
     """Feed ``messages`` through a manager and report on every request.
 
     With ``stop_at`` (a 1-based request number) the replay stops right after that request
     and the outcome carries its view; otherwise the whole conversation is replayed. Raises
     :class:`ReplayError` when the manager refuses a message. ``recorded``: the session's
-    requests, matched to the replay's in order (see the module docstring).
+    requests, matched to the replay's in order (see the module docstring). ``overhead``:
+    tokens every request carries beyond the view when no payload was recorded
+    (``session_analysis``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     recorder = _Recorder()
@@ -111,6 +115,13 @@ async def replay(
     package_logger = logging.getLogger(_PACKAGE_LOGGER)
     package_logger.addHandler(collector)
     feed = RecordedFeed(recorded) if recorded is not None else None
+    analysis = WindowAnalysis(
+        family=family,
+        context_window=window.context_window if window is not None else None,
+        max_output=window.max_output_tokens if window is not None else 0,
+        overhead=overhead,
+        history=manager.messages,
+    )
     try:
         for position, message in enumerate(messages):
             if message.get("role") == "assistant":
@@ -124,6 +135,9 @@ async def replay(
                 record.level = manager.compaction_level
                 record.prefix_stable = _extends(previous_prefix, view, record.notice)
                 record.repairs = _count_kinds(manager.view_repairs)
+                record.overhead_tokens = analysis.observe(
+                    record.request, record.budget, view, pending
+                )
                 repairs.update(manager.view_repairs)
                 report.requests.append(record)
                 _note_compaction(report, record, fresh)
@@ -137,7 +151,7 @@ async def replay(
                     await feed.after(manager, pending)
                 if stop_at is not None and record.request == stop_at:
                     report.repairs = _count_kinds(repairs)
-                    _finish(report, collector, recorder, feed, complete=False)
+                    _finish(report, collector, recorder, feed, analysis, complete=False)
                     return ReplayOutcome(report, view, list(manager.messages))
             try:
                 await manager.add_message(dict(message))
@@ -156,7 +170,7 @@ async def replay(
     finally:
         package_logger.removeHandler(collector)
     report.repairs = _count_kinds(repairs)
-    _finish(report, collector, recorder, feed)
+    _finish(report, collector, recorder, feed, analysis)
     return ReplayOutcome(report, None, list(manager.messages))
 
 
@@ -164,7 +178,8 @@ def _finish(
     report: ReplayReport,
     collector: _WarningCollector,
     recorder: _Recorder,
-    feed: RecordedFeed | None = None,
+    feed: RecordedFeed | None,
+    analysis: WindowAnalysis,
     *,
     complete: bool = True,
 ) -> None:
@@ -173,6 +188,11 @@ def _finish(
     )
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
     add_budget_setting(report.source, report.budget_event)
+    report.windows, report.window_basis, report.cache = (
+        analysis.entries,
+        analysis.basis,
+        analysis.cache,
+    )
     if feed is not None:
         feed.finish(report, complete=complete)
 
@@ -199,10 +219,13 @@ def _record(
             report.budget_event = dict(data)
     budget = report.budget_event or {}
     effective = int(budget.get("effective_budget", 0))
-    view_tokens = 0
+    view_tokens = added_system = 0
     for m in view:
         cached = known.get(id(m))
-        view_tokens += cached if cached is not None else estimate_message_tokens(m, family=family)
+        tokens = cached if cached is not None else estimate_message_tokens(m, family=family)
+        view_tokens += tokens
+        if cached is None and m.get("role") == "system":
+            added_system += tokens  # the system prompt factory's: in no history message
     notice = bool(view) and is_notice(view[-1])
     repaired = sum(1 for m in view if m.get(REPAIRED_KEY))
     compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
@@ -219,6 +242,7 @@ def _record(
         history_tokens=report.history_tokens,
         view_messages=len(view),
         view_tokens=view_tokens,
+        system_prompt_tokens=added_system,
         budget=effective,
         budget_source=str(budget.get("source", "")),
         utilisation=round(view_tokens / effective, 4) if effective else 0.0,

@@ -70,6 +70,8 @@ class ReplayInput:
     settings: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """``{"name", "value", "source"}`` per setting (also ``source["settings"]``, to which the
     replay adds the budget it derived)."""
+    overhead: int | None = None
+    """``--overhead``: tokens each request carries beyond a bare transcript's view."""
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
@@ -117,7 +119,11 @@ def prepare(options: SharedOptions) -> ReplayInput:
     for warning in resolved.warnings:
         typer.echo(f"context-simple: warning: {warning}", err=True)
     family = next(s["value"] for s in settings if s["name"] == "token_family")
-    return ReplayInput(messages, source, config, window, session, family, settings)
+    if options.overhead is not None and options.overhead < 0:
+        raise CliError(f"--overhead must be 0 or more; got {options.overhead}")
+    return ReplayInput(
+        messages, source, config, window, session, family, settings, overhead=options.overhead
+    )
 
 
 def _session(transcript: str, *, strict: bool) -> RecordedSession | None:

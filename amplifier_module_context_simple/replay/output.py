@@ -15,6 +15,7 @@ from .host_check import HOST_CHECK_RUN
 from .report import ReplayReport
 from .settings_text import render_settings
 from .view import ViewRow
+from .window_report import render_window_report
 
 __all__ = ["render_report", "render_view", "stdout_console"]
 
@@ -51,13 +52,15 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("History at the end", f"{s['messages']:,} messages, {s['history_tokens']:,} tokens"),
         ("Tokens saved, last request", f"{s['final_tokens_saved']:,}"),
         ("Tokens saved, all requests", f"{s['tokens_saved']:,}"),
-        ("Prefix-stable requests", f"{s['prefix_stable_requests']:,} / {n:,}"),
+        ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
+        *_cache_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Views over the budget", f"{s['over_budget_requests']:,}"),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
     ):  # fmt: skip
         table.add_row(label, value)
     console.print(table)
+    render_window_report(console, report, show_requests=show_requests)
     if report.compactions:
         console.print(_compactions_table(report))
     else:
@@ -77,6 +80,21 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         )
     if not show_requests:
         console.print("[dim]Every request: --requests or --json. One view: inspect --at N.[/]")
+
+
+def _cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The recorded session's cache, beside the replayed views' prefix stability."""
+    if "cache_breaks" not in summary:
+        return []
+    share = summary["cache_read_share"]
+    causes = ", ".join(f"{n} {c}" for c, n in summary["cache_break_causes"].items())
+    return [
+        ("Recorded input served from cache", "n/a" if share is None else f"{share:.1%}"),
+        (
+            "Recorded cache breaks",
+            f"{summary['cache_breaks']:,}" + (f" ({causes})" if causes else ""),
+        ),
+    ]
 
 
 def _host_note(summary: dict[str, Any]) -> str:
@@ -107,8 +125,18 @@ def _budget_text(report: ReplayReport) -> str:
     else:
         text += f" ({b.get('source')}: no provider window simulated; see --context-window)"
     if b.get("capped"):
-        text += f", capped by --max-tokens {b.get('max_tokens'):,}"
+        text += (
+            f", capped by max_tokens {b.get('max_tokens'):,} ({_source_of(report, 'max_tokens')})"
+        )
     return text
+
+
+def _source_of(report: ReplayReport, name: str) -> str:
+    """Where setting ``name`` came from (``session_settings``' labels), or "flag"."""
+    for setting in report.source.get("settings", []):
+        if setting.get("name") == name:
+            return str(setting.get("source"))
+    return "flag"
 
 
 def _compactions_table(report: ReplayReport) -> Table:

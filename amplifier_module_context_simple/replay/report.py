@@ -11,9 +11,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import ContextConfig
+from .cache_reuse import CacheReport
 from .drops import Drop
 from .host_check import HOST_CHECK_RUN
 from .refusals import assess
+from .session_analysis import WindowEntry, cache_json
 from .simulation import Window
 
 __all__ = ["CompactionRecord", "ReplayReport", "RequestRecord"]
@@ -57,10 +59,17 @@ class RequestRecord:
     """``check_view``'s violations, then the host model's objections."""
     prefix_stable: bool
     """The view without its notice begins with the previous view without its notice."""
+    system_prompt_tokens: int = 0
+    """Of ``view_tokens``, the system prompt the factory added (it is in no history message)."""
     overhead_tokens: int = 0
     """What the request carries besides the view (recorded system prompt, tool definitions)."""
     repairs: dict[str, int] = field(default_factory=dict[str, int])
     """The manager's ``view_repairs`` after this request, counted by kind (``REPAIR_KINDS``)."""
+
+    @property
+    def tokens_saved(self) -> int:
+        """History tokens the view did not send (its added system prompt is not a saving)."""
+        return self.history_tokens - (self.view_tokens - self.system_prompt_tokens)
 
 
 @dataclass
@@ -103,6 +112,12 @@ class ReplayReport:
     """Every message a view left out, shortened, stubbed or restored, in request order."""
     repairs: dict[str, int] = field(default_factory=dict[str, int])
     """Distinct ``view_repairs`` entries over the replay, counted by kind."""
+    windows: list[WindowEntry] = field(default_factory=list[WindowEntry])
+    """What each request's window held, by category (``session_analysis``)."""
+    window_basis: str = ""
+    """What the categories were measured on: ``session_analysis.BASIS_*``."""
+    cache: CacheReport | None = None
+    """The provider's cache over the recorded requests; ``None``: none was recorded."""
 
     def summary(self) -> dict[str, Any]:
         requests = self.requests
@@ -120,10 +135,8 @@ class ReplayReport:
             if utilisation
             else 0.0,
             "peak_view_tokens": max((r.view_tokens for r in requests), default=0),
-            "tokens_saved": sum(r.history_tokens - r.view_tokens for r in requests),
-            "final_tokens_saved": (
-                requests[-1].history_tokens - requests[-1].view_tokens if requests else 0
-            ),
+            "tokens_saved": sum(r.tokens_saved for r in requests),
+            "final_tokens_saved": requests[-1].tokens_saved if requests else 0,
             "prefix_stable_requests": sum(r.prefix_stable for r in requests),
             "invalid_views": sum(not r.valid for r in requests),
             "host_check": self.host_check,
@@ -136,6 +149,18 @@ class ReplayReport:
             "trigger_tokens": int(self.config.trigger(effective)),
             "refused_views": assess(self).refused_views,
             "dropped_messages": len({d.position for d in self.drops}),
+            **self._cache_summary(),
+        }
+
+    def _cache_summary(self) -> dict[str, Any]:
+        cache = self.cache
+        if cache is None:
+            return {}
+        share = cache.share
+        return {
+            "cache_read_share": None if share is None else round(share, 4),
+            "cache_breaks": cache.breaks,
+            "cache_break_causes": cache.causes(),
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -151,4 +176,7 @@ class ReplayReport:
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
             "refusals": assess(self).as_json(),
             "drops": [asdict(d) for d in self.drops],
+            "window_basis": self.window_basis,
+            "window_by_category": [w.as_json() for w in self.windows],
+            "cache": None if self.cache is None else cache_json(self.cache),
         }

@@ -133,12 +133,17 @@ async def sweep(
     window: Window | None,
     rows: Sequence[Mapping[str, Any]],
     source: dict[str, Any] | None = None,
+    overhead: int | None = None,
 ) -> list[SweepRow]:
     """Replay ``messages`` once per setting in ``rows`` (swept key -> value)."""
     found: list[SweepRow] = []
     for setting in rows:
         outcome = await replay(
-            messages, config=replace(config, **setting), window=window, source=source
+            messages,
+            config=replace(config, **setting),
+            window=window,
+            source=source,
+            overhead=overhead,
         )
         found.append(row_for(setting, outcome.report))
     return found

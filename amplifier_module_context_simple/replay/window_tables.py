@@ -95,10 +95,15 @@ def render_window(
         + ("the transcript" if given else "each recorded request payload")
         + ", never scaled to the provider's figure"
     )
-    if given:
+    if given and last.overhead:
         console.print(
             f"[yellow]The figures exclude what was not given:[/] the transcript holds no system "
             f"prompt, tool definitions or injections; --overhead {last.overhead:,} stands for them"
+        )
+    elif given:
+        console.print(
+            "[yellow]The figures exclude what the transcript does not hold[/] (system prompt, "
+            "tool definitions, injections): give --overhead TOKENS to count them"
         )
     head = [_Column("overhead", 0)] if given else [_Column("system", 0), _Column("tools", 0)]
     columns = [
@@ -175,8 +180,9 @@ def _where(d: Difference | None) -> str:
     return f"msg {d.index}" + ("" if d.block_index is None else f".{d.block_index}")
 
 
-def render_cache(console: Console, report: CacheReport) -> None:
-    """The headline (share from cache, breaks by cause) and one row per request."""
+def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = False) -> None:
+    """The headline (share from cache, breaks by cause) and one row per request (or per
+    cache break, with ``only_breaks``)."""
     if not report.requests:
         console.print("No recorded request: no cache report.")
         return
@@ -201,6 +207,8 @@ def render_cache(console: Console, report: CacheReport) -> None:
     rows: list[list[str]] = []
     first = report.requests[0].number
     for r in report.requests:
+        if only_breaks and not r.is_break:
+            continue
         d = r.difference
         cached = r.cache_read / r.occupancy if r.occupancy and r.cache_read else 0.0
         rows.append([

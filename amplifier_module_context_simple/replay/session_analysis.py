@@ -1,0 +1,175 @@
+"""What each request's window held and how the provider's cache served it, during a replay.
+
+The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
+
+* The session recorded the request (an ``llm:request`` payload): the categories come from
+  ``payload.breakdown`` over that payload, the provider's usage is put beside them, and
+  ``cache_reuse.CacheTracker`` follows the cache from payload to payload. The replayed view
+  already carries the recorded system prompt (the feed hands it to the manager), so what the
+  view lacks is the tool definitions and the ephemeral injections: that is the request's
+  ``overhead_tokens``, which the refusal checks and ``sweep`` add to the view.
+* A bare transcript: the categories are the replayed view's, with ``--overhead`` (when
+  given) standing for what the transcript cannot show; the report says the figures exclude
+  whatever was not given.
+
+Only small records are kept per request (the categories and the injections found, not the
+per-message matches), so a long replay stays linear in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import estimate_message_tokens
+from .cache_reuse import CacheReport, CacheTracker
+from .payload import UsageComparison, WindowBreakdown, breakdown, compare, transcript_breakdown
+from .session_dir import RecordedRequest
+from .view import is_notice
+
+__all__ = [
+    "BASIS_GIVEN",
+    "BASIS_PAYLOAD",
+    "BASIS_VIEW",
+    "WindowAnalysis",
+    "WindowEntry",
+    "cache_json",
+]
+
+BASIS_PAYLOAD = "recorded request payloads"
+BASIS_GIVEN = "the replayed views plus the --overhead given"
+BASIS_VIEW = "the replayed views only (no payload recorded, no --overhead given)"
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    """One request's window: its categories and, when recorded, the provider's figure."""
+
+    request: int
+    window: WindowBreakdown
+    comparison: UsageComparison | None
+
+    def as_json(self) -> dict[str, Any]:
+        b = self.window
+        return {
+            "request": self.request,
+            "categories": dict(b.categories()),
+            "used": b.used,
+            "over": b.over,
+            "injections": [
+                {
+                    "payload_message": i.message_index,
+                    "block": i.block_index,
+                    "attached_to": i.position,
+                    "tokens": i.tokens,
+                    "first_line": i.first_line,
+                }
+                for i in b.injections
+            ],
+            "provider": None if self.comparison is None else self.comparison.provider,
+            "gap": None if self.comparison is None else self.comparison.gap,
+        }
+
+
+class WindowAnalysis:
+    """Collects the window and cache figures of a replay, one request at a time."""
+
+    def __init__(
+        self,
+        *,
+        family: str | None,
+        context_window: int | None,
+        max_output: int,
+        overhead: int | None,
+        history: Sequence[Mapping[str, Any]],
+    ) -> None:
+        self._family = family
+        self._window = context_window
+        self._max_output = max_output
+        self._overhead = overhead
+        self._history = history  # the manager's list: it grows as the replay goes
+        self._cache = CacheTracker(history, family=family)
+        self._recorded = 0
+        self.entries: list[WindowEntry] = []
+
+    def observe(
+        self,
+        request: int,
+        budget: int,
+        view: Sequence[Mapping[str, Any]],
+        recorded: RecordedRequest | None,
+    ) -> int:
+        """Add ``request`` (its ``view``, and the session's ``recorded`` request).
+
+        Returns the request's overhead: what a provider receives beyond the view. Without a
+        simulated window the categories are set against ``budget``.
+        """
+        window = self._window if self._window is not None else budget
+        notice = view[-1] if view and is_notice(view[-1]) else None
+        notice_tokens = (
+            0 if notice is None else estimate_message_tokens(notice, family=self._family)
+        )
+        comparison = None
+        if recorded is not None:
+            self._recorded += 1
+            found = breakdown(
+                recorded.payload,
+                self._history,
+                family=self._family,
+                context_window=window,
+                max_output=self._max_output,
+                notice_tokens=notice_tokens,
+            )
+            comparison = compare(found, recorded.usage)
+            self._cache.add(request, recorded.payload, recorded.usage)
+            overhead = found.tools + found.injected
+        else:
+            sent = view[:-1] if notice is not None else view
+            found = transcript_breakdown(
+                sent,
+                overhead=self._overhead or 0,
+                family=self._family,
+                context_window=window,
+                max_output=self._max_output,
+                notice_tokens=notice_tokens,
+            )
+            overhead = self._overhead or 0
+        self.entries.append(WindowEntry(request, replace(found, messages=()), comparison))
+        return overhead
+
+    @property
+    def basis(self) -> str:
+        if self._recorded:
+            return BASIS_PAYLOAD
+        return BASIS_GIVEN if self._overhead is not None else BASIS_VIEW
+
+    @property
+    def cache(self) -> CacheReport | None:
+        """The provider's cache over the recorded requests (``None``: nothing recorded)."""
+        return self._cache.report() if self._recorded else None
+
+
+def cache_json(report: CacheReport) -> dict[str, Any]:
+    """The ``--json`` form of the provider's cache over a recorded session."""
+    return {
+        "read": report.read,
+        "occupancy": report.occupancy,
+        "share": None if report.share is None else round(report.share, 4),
+        "breaks": report.breaks,
+        "causes": report.causes(),
+        "requests": [
+            {
+                "request": r.number,
+                "cache_read_tokens": r.cache_read,
+                "cache_write_tokens": r.cache_write,
+                "occupancy": r.occupancy,
+                "break": r.is_break,
+                "differs_at": None if r.difference is None else r.difference.where(),
+                "position": None if r.difference is None else r.difference.position,
+                "cause": None if r.difference is None else r.difference.cause,
+                "read_reach": r.read_reach,
+            }
+            for r in report.requests
+        ],
+    }

@@ -1,0 +1,237 @@
+"""A recorded session replayed end to end: the window by category, the cache as the provider saw
+it, and what the recorded requests add to the replayed views (their overhead).
+
+The sessions are built here with the real layout and payloads shaped as the Anthropic provider
+sends them (tool results inside user messages, a status reminder appended to the newest tool
+result), so a clone without ``../shared`` tests the whole path; the real recorded session is
+checked at the end when it is there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
+
+REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
+REMINDER = (
+    '\n<system-reminder source="hooks-status-context">\n'
+    + "Working directory: /workspace; the environment is as follows. " * 40
+    + "\n</system-reminder>"
+)
+TOOLS = [{"name": "bash", "description": "Run a shell command. " * 30, "input_schema": {}}]
+runner = CliRunner()
+
+
+def run(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def conversation(rounds: int) -> list[dict[str, Any]]:
+    """One prompt, ``rounds`` tool rounds, one reply: ``rounds + 1`` requests."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Survey the build. " * 20}]
+    for n in range(rounds):
+        messages += [
+            {
+                "role": "assistant",
+                "content": f"Step {n}.",
+                "tool_calls": [{"id": f"call_{n}", "tool": "bash", "arguments": {"n": n}}],
+            },
+            {"role": "tool", "tool_call_id": f"call_{n}", "name": "bash",
+             "content": f"output {n}\n" * 40},
+        ]  # fmt: skip
+    messages.append({"role": "assistant", "content": "Done: " + "all fine. " * 20})
+    return messages
+
+
+def provider_messages(transcript: list[dict[str, Any]], *, inject: bool) -> list[dict[str, Any]]:
+    """``transcript`` as the Anthropic provider sends it, the reminder on the newest message."""
+    out: list[dict[str, Any]] = []
+    for m in transcript:
+        if m["role"] == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
+            out.append({"role": "user", "content": [block]})
+        elif m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}]
+            for call in m.get("tool_calls", []):
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["tool"],
+                               "input": call["arguments"]})  # fmt: skip
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": "user", "content": m["content"]})
+    if inject:
+        last = out[-1]["content"]
+        if isinstance(last, list) and last[-1]["type"] == "tool_result":
+            last[-1] = {**last[-1], "content": last[-1]["content"] + REMINDER}
+        else:
+            out.append({"role": "user", "content": [{"type": "text", "text": REMINDER}]})
+    return out
+
+
+def usage_for(number: int) -> dict[str, int]:
+    return {
+        "input_tokens": 9_000 + 100 * number,
+        "cache_read_tokens": 0 if number == 1 else 8_000,
+        "cache_write_tokens": 500 + number,
+        "output_tokens": 40,
+    }
+
+
+def make_session(directory: Path, *, rounds: int = 4, inject: bool = True) -> Path:
+    """A session directory whose events hold one payload and one usage per request."""
+    transcript = conversation(rounds)
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps(m) + "\n" for m in transcript)
+    (directory / "transcript.jsonl").write_text(lines, encoding="utf-8")
+    context = {"module": "context-simple", "config": {"max_tokens": 60_000}}
+    provider = {"module": "provider-anthropic", "config": {"default_model": "claude-opus-4-8"}}
+    config = {"session": {"context": context}, "providers": [provider]}
+    events: list[dict[str, Any]] = [{"event": "session:config", "data": {"raw": config}}]
+    number = 0
+    for position, message in enumerate(transcript):
+        if message["role"] != "assistant":
+            continue
+        number += 1
+        payload = {
+            "model": "claude-opus-4-8",
+            "system": [{"type": "text", "text": "You are careful. " * 50}],
+            "tools": TOOLS,
+            "messages": provider_messages(transcript[:position], inject=inject),
+            "max_tokens": 8_000,
+        }
+        events.append(
+            {"event": "llm:request", "data": {"model": "claude-opus-4-8", "raw": payload}}
+        )
+        events.append({"event": "llm:response", "data": {"usage": usage_for(number)}})
+    folder = directory / "context-intelligence"
+    folder.mkdir()
+    (folder / "events.jsonl").write_text(
+        "".join(json.dumps({"ts": "t", "lvl": "INFO", "session_id": "s", **e}) + "\n"
+                for e in events),
+        encoding="utf-8",
+    )  # fmt: skip
+    return directory
+
+
+def test_the_window_is_broken_down_over_the_recorded_payloads(tmp_path: Path) -> None:
+    report = run_json("replay", str(make_session(tmp_path / "s")))
+    assert report["window_basis"] == BASIS_PAYLOAD
+    windows, requests = report["window_by_category"], report["requests"]
+    assert len(windows) == len(requests) == 5
+    reminder = estimate_message_tokens({"role": "user", "content": REMINDER}, family="claude47")
+    for w, r in zip(windows, requests, strict=True):
+        held = w["categories"]
+        assert held["system prompt"] > 0 and held["tool definitions"] > 0
+        # The reminder is found as an injection of about its own size, wherever it sits.
+        assert abs(held["ephemeral injections"] - reminder) <= 0.05 * reminder
+        assert [i["first_line"] for i in w["injections"]] == [REMINDER.strip().splitlines()[0]]
+        # What the replayed view lacks: the tools and the injection (it has the system prompt).
+        assert r["overhead_tokens"] == held["tool definitions"] + held["ephemeral injections"]
+        assert (
+            w["provider"]
+            == usage_for(r["request"])["input_tokens"]
+            + usage_for(r["request"])["cache_write_tokens"]
+        )
+        assert w["gap"] == w["used"] - w["provider"]
+
+
+def test_a_reminder_that_moves_breaks_the_cache_at_every_request(tmp_path: Path) -> None:
+    report = run_json("replay", str(make_session(tmp_path / "s")))
+    cache, summary = report["cache"], report["summary"]
+    assert cache["breaks"] == summary["cache_breaks"] == 4
+    assert summary["cache_break_causes"] == {"tail injection moved": 4}
+    assert [r["break"] for r in cache["requests"]] == [False, True, True, True, True]
+    read = sum(usage_for(n)["cache_read_tokens"] for n in range(1, 6))
+    occupancy = sum(usage_for(n)["input_tokens"] + usage_for(n)["cache_write_tokens"]
+                    for n in range(1, 6))  # fmt: skip
+    assert summary["cache_read_share"] == round(read / occupancy, 4)
+    assert summary["prefix_stable_requests"] == 5, "the replayed views themselves are stable"
+    # Nothing was compacted: the views sent the whole history (plus the recorded system
+    # prompt, which is no saving and no loss).
+    assert summary["compactions"] == 0 and summary["tokens_saved"] == 0
+    assert all(r["system_prompt_tokens"] > 0 for r in report["requests"])
+
+
+def test_without_injections_the_recorded_requests_extend_each_other(tmp_path: Path) -> None:
+    report = run_json("replay", str(make_session(tmp_path / "s", inject=False)))
+    assert report["summary"]["cache_breaks"] == 0
+    for w, r in zip(report["window_by_category"], report["requests"], strict=True):
+        assert w["categories"]["ephemeral injections"] == 0
+        assert r["overhead_tokens"] == w["categories"]["tool definitions"]
+
+
+def test_the_text_report_puts_the_recorded_cache_beside_the_replayed_views(
+    tmp_path: Path,
+) -> None:
+    result = run("replay", str(make_session(tmp_path / "s")))
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "Recorded cache breaks" in out and "4 (4 tail injection moved)" in out
+    assert "What the window held, per request" in out and "ephemeral injections" in out
+    assert "capped by max_tokens 60,000 (session events)" in out
+
+
+def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Path) -> None:
+    session = str(make_session(tmp_path / "s"))
+    report = run_json("replay", session)
+    view = max(r["view_tokens"] for r in report["requests"])
+    overhead = min(r["overhead_tokens"] for r in report["requests"])
+    # No compaction (the whole view fits the budget: window - half the output - the 4,096
+    # margin), and the view plus its output fit the window; with the overhead they do not.
+    window = view + 4_000 + 4_096 + 1
+    assert view + 8_000 <= window < view + overhead + 8_000
+    args = ["--context-window", str(window), "--max-output-tokens", "8000",
+            "--compact-threshold", "1.0", "--no-notice", "--max-tokens", "999999"]  # fmt: skip
+    checked = run("replay", session, *args, "--check")
+    assert checked.exit_code == 4, checked.stdout
+    assert run_json("replay", session, *args)["summary"]["compactions"] == 0
+
+
+def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in conversation(3)), encoding="utf-8")
+    plain = run_json("replay", str(path))
+    given = run_json("replay", str(path), "--overhead", "5000")
+    assert given["window_basis"] == BASIS_GIVEN and plain["window_basis"] != BASIS_GIVEN
+    assert all(r["overhead_tokens"] == 5_000 for r in given["requests"])
+    assert all(w["categories"]["overhead (given)"] == 5_000 for w in given["window_by_category"])
+    assert all(r["overhead_tokens"] == 0 for r in plain["requests"])
+    view = max(r["view_tokens"] for r in plain["requests"])
+    window = [
+        "--context-window", str(view + 500 + 4_096 + 1), "--max-output-tokens", "1000",
+        "--compact-threshold", "1.0", "--no-notice",
+    ]  # fmt: skip
+    assert run("replay", str(path), *window, "--check").exit_code == 0
+    refused = run("replay", str(path), *window, "--overhead", "5000", "--check")
+    assert refused.exit_code == 4
+    assert run("replay", str(path), "--overhead", "-1").exit_code != 0
+
+
+@pytest.mark.skipif(not REAL_SESSION.is_dir(), reason="the recorded session is in ../shared")
+def test_the_recorded_session_shows_its_real_window_and_cache() -> None:
+    report = run_json("replay", str(REAL_SESSION))
+    summary = report["summary"]
+    assert summary["budget"] == 300_000
+    assert summary["cache_breaks"] == 8
+    assert summary["cache_break_causes"] == {"tail injection moved": 8}
+    assert summary["cache_read_share"] == round(67_190 * 8 / 689_467, 4)
+    for w in report["window_by_category"]:
+        assert abs(w["gap"]) <= 0.02 * w["provider"], "our estimate is within 2% of the bill"
+        assert w["categories"]["ephemeral injections"] > 6_000
