@@ -10,7 +10,7 @@ Modules, by job:
 * ``cli``: the Typer app, its commands (``replay``, ``inspect``, ``sweep``) and the one-line
   error handling (console script).
 * ``options``: the options both commands share, declared once; ``config_options``: the
-  context-config options, one row per ``ContextConfig`` key, and the config they build.
+  context-config options, read from ``ContextConfig``'s fields, and the config they build.
 * ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
   recorded session; ``example_session``: the seeded built-in session.
 * ``session_dir``: reading a session directory (metadata, the events log streamed);
@@ -20,7 +20,9 @@ Modules, by job:
 * ``payload``: what one recorded request held, by category, beside the provider's usage;
   ``payload_match``: the payload matched to the transcript (conversation or injection);
   ``cache_reuse``: cache reads and writes, and where each request first differs from the one
-  before; ``window_tables``: their tables.
+  before; ``session_analysis``: both followed through a replay, request by request (and each
+  request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
+  report shows.
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window.
 * ``view``: one view described message by message (``inspect``).
