@@ -24,6 +24,7 @@ from amplifier_module_context_simple.replay.drops import (
     Drop,
     PositionIndex,
     drops_at,
+    tool_names,
 )
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.findings_output import (
@@ -293,3 +294,12 @@ async def test_a_message_no_view_ever_sent_left_at_the_first_request_after_it() 
     render_drops(console, report)
     text = console.export_text()
     assert "   2°     3 " in text and "° no compaction at that request" in " ".join(text.split())
+
+
+def test_a_call_stored_in_both_shapes_is_named_once() -> None:
+    call = {"id": "toolu_1", "tool": "bash", "name": "bash", "arguments": {}}
+    block = {"type": "tool_call", "id": "toolu_1", "name": "bash", "input": {}}
+    other = {"type": "tool_call", "id": "toolu_2", "name": "grep", "input": {}}
+    stored = {"role": "assistant", "content": [block, other], "tool_calls": [call]}
+    assert tool_names(stored) == ["bash", "grep"]
+    assert tool_names({"role": "assistant", "content": [block]}) == ["bash"]

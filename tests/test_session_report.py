@@ -235,3 +235,10 @@ def test_the_recorded_session_shows_its_real_window_and_cache() -> None:
     for w in report["window_by_category"]:
         assert abs(w["gap"]) <= 0.02 * w["provider"], "our estimate is within 2% of the bill"
         assert w["categories"]["ephemeral injections"] > 6_000
+
+
+def test_inspect_counts_the_recorded_system_prompt_as_added_by_the_view(tmp_path: Path) -> None:
+    result = run("inspect", str(make_session(tmp_path / "s")), "--at", "5")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "9 of 9 history messages + 1 added by the view" in out

@@ -77,7 +77,11 @@ def tool_names(message: Mapping[str, Any]) -> list[str]:
 
 
 def _calls(message: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(call id, tool name) for every call the message makes."""
+    """(call id, tool name) for every call the message makes, each call once.
+
+    Amplifier stores a call twice, as a ``tool_calls`` entry and as a ``tool_call`` content
+    block with the same id; a block whose id a ``tool_calls`` entry already has is that call.
+    """
     found: list[tuple[str, str]] = []
     calls = message.get("tool_calls")
     for call in calls if isinstance(calls, list) else []:
@@ -87,9 +91,12 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, str]]:
             if name is None and isinstance(function, Mapping):
                 name = function.get("name")
             found.append((str(call.get("id") or call.get("tool_call_id") or ""), str(name)))
+    listed = {call_id for call_id, _ in found if call_id}
     for block in blocks(message):
         if block.get("type") in CALL_BLOCK_TYPES:
-            found.append((str(block.get("id") or ""), str(block.get("name"))))
+            call_id = str(block.get("id") or "")
+            if not call_id or call_id not in listed:
+                found.append((call_id, str(block.get("name"))))
     return found
 
 

@@ -174,10 +174,13 @@ def render_view(
     console: Console, outcome: ReplayOutcome, rows: list[ViewRow], left_out: list[int], at: int
 ) -> None:
     record = outcome.report.requests[at - 1]
+    from_history = sum(1 for row in rows if row.position is not None)
+    added = len(rows) - from_history
     console.print(
         f"[bold]Request {at}[/] (before history message {record.at_message}): "
-        f"{record.view_messages} of {record.history_messages} messages, "
-        f"~{record.view_tokens:,} tokens = "
+        f"{from_history} of {record.history_messages} history messages"
+        + (f" + {added} added by the view" if added else "")
+        + f", ~{record.view_tokens:,} tokens = "
         f"{record.utilisation:.1%} of the {record.budget:,}-token budget; compaction level "
         f"{record.level}; view {'valid' if record.valid else 'INVALID'}"
         + ("" if record.host_valid is not None else " (host model check not run)")
