@@ -242,3 +242,13 @@ def test_inspect_counts_the_recorded_system_prompt_as_added_by_the_view(tmp_path
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "9 of 9 history messages + 1 added by the view" in out
+
+
+def test_sweep_says_the_recorded_cache_breaks_are_outside_the_settings(tmp_path: Path) -> None:
+    session = str(make_session(tmp_path / "s"))
+    result = run("sweep", session, "--compact-threshold", "0.6,0.9")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "broke the provider's cache 4 time(s) (4 tail injection moved)" in out
+    steady = run("sweep", str(make_session(tmp_path / "t", inject=False)), "--max-tokens", "9000")
+    assert "broke the provider's cache" not in " ".join(steady.stdout.split())

@@ -37,6 +37,7 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
+from .cache_reuse import CacheReport
 from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
@@ -287,9 +288,12 @@ def sweep_command(
         raise CliError("give a list to sweep: --compact-threshold, --target-usage or --max-tokens")
     data = prepare(options)
     found: list[SweepRow] = []
+    recorded_cache: CacheReport | None = None
     for setting in rows:  # one replay each, with the progress bar and errors of a replay
         one = dataclasses.replace(data, config=dataclasses.replace(data.config, **setting))
-        found.append(row_for(setting, _run(one, show_progress=not as_json).report))
+        report = _run(one, show_progress=not as_json).report
+        found.append(row_for(setting, report))
+        recorded_cache = report.cache
     if as_json:
         document = {
             "source": data.source,
@@ -298,7 +302,15 @@ def sweep_command(
         }
         typer.echo(json.dumps(document, indent=2))
         return
-    render_sweep(stdout_console(), found)
+    console = stdout_console()
+    render_sweep(console, found)
+    if recorded_cache is not None and recorded_cache.breaks:
+        causes = ", ".join(f"{n} {c}" for c, n in recorded_cache.causes().items())
+        console.print(
+            f"The recorded requests broke the provider's cache {recorded_cache.breaks} time(s) "
+            f"({causes}); those breaks are in the payloads the session sent, not in the views, "
+            "so no setting here changes them."
+        )
 
 
 def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) -> ReplayOutcome:
