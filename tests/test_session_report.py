@@ -9,6 +9,7 @@ checked at the end when it is there.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.plot import window_series
 from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
+from amplifier_module_context_simple.replay.session_dir import read_session
 
 REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
 REMINDER = (
@@ -252,3 +256,20 @@ def test_sweep_says_the_recorded_cache_breaks_are_outside_the_settings(tmp_path:
     assert "broke the provider's cache 4 time(s) (4 tail injection moved)" in out
     steady = run("sweep", str(make_session(tmp_path / "t", inject=False)), "--max-tokens", "9000")
     assert "broke the provider's cache" not in " ".join(steady.stdout.split())
+
+
+def test_the_chart_series_follow_the_windows_compactions_and_cache_breaks(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s")
+    session = read_session(directory)
+    messages = [json.loads(line) for line in session.transcript.read_text().splitlines()]
+    config = ContextConfig(max_tokens=1_900, protected_tool_results=0, token_family="claude47")
+    outcome = asyncio.run(replay(messages, config=config, window=None, recorded=session.requests()))
+    report = outcome.report
+    series = window_series(report)
+    assert series.requests == [r.request for r in report.requests] == [1, 2, 3, 4, 5]
+    assert series.window == 1_900, "no window simulated: the categories fill the budget"
+    assert series.cache_breaks == [2, 3, 4, 5]
+    assert series.compactions == [c.request for c in report.compactions] != []
+    held = [dict(e.window.categories()) for e in report.windows]
+    assert series.categories["tool definitions"] == [h["tool definitions"] for h in held]
+    assert list(series.categories)[-2:] == ["free space", "kept back for output"]
