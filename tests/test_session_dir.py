@@ -328,6 +328,16 @@ def test_a_flag_overrides_a_session_value_key_by_key(tmp_path: Path) -> None:
     assert settings["budget"] == (250_000 - 64_000 - 4_096, "flag")
 
 
+def test_an_on_off_flag_at_its_default_still_wins_over_the_session(tmp_path: Path) -> None:
+    recorded = {"compaction_notice_enabled": False, "max_tokens": 300_000}
+    events = [session_config(recorded), *request_events(4)]
+    directory = make_session(tmp_path / "s", events=events)
+    assert run_json("replay", str(directory))["config"]["compaction_notice_enabled"] is False
+    report = run_json("replay", str(directory), "--notice")
+    assert report["config"]["compaction_notice_enabled"] is True
+    assert settings_of(report)["compaction_notice_enabled"] == (True, "flag")
+
+
 def test_a_recorded_budget_event_gives_the_window(tmp_path: Path) -> None:
     budget = {"source": "provider_model_info", "context_window": 400_000,
               "max_output_tokens": 32_000, "effective_budget": 379_904}  # fmt: skip

@@ -32,7 +32,8 @@ class OptionSpec:
     value_type: type
     """``bool`` for an on/off flag, else the field's type without ``None``."""
     default: Any
-    """The flag's default: the field's for an on/off flag, else ``None`` (not given)."""
+    """Always ``None`` (not given), on/off flags included, so that a flag given at its default
+    still wins over a session's value."""
     help: str
 
 
@@ -49,10 +50,12 @@ def config_option_specs() -> list[OptionSpec]:
         assert default is not MISSING, f"{key} has no default"
         value_type = _without_none(hints[key])
         shown = row.default_text
-        if shown is None and default is not None and value_type is not bool:
+        if shown is None and isinstance(default, bool):
+            shown = "on" if default else "off"
+        elif shown is None and default is not None:
             shown = str(default)
         text = row.help + (f" [{shown}]" if shown else "") + "."
-        flag_default = default if value_type is bool else None
+        flag_default = None  # not given: a session's value (or the default) stands
         specs.append(OptionSpec(key, _flag(key), value_type, flag_default, text))
     return specs
 

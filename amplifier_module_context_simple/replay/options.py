@@ -37,9 +37,11 @@ class _Parameter:
 def _option(
     name: str, value_type: type, default: Any, text: str, panel: str, *flags: str
 ) -> _Parameter:
-    """A parameter ``name``; any option but an on/off flag may be left out (``None``)."""
+    """A parameter ``name``; any option may be left out (``None``: not given).
+
+    On/off flags too: a flag given at its default must still win over a session's value."""
     option = typer.Option(*flags, help=text, rich_help_panel=panel)
-    annotation = value_type if value_type is bool else value_type | None
+    annotation = value_type | None
     return _Parameter(name, Annotated[annotation, option], default)
 
 

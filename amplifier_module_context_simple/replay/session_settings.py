@@ -93,9 +93,9 @@ def resolve_settings(
 ) -> ResolvedSettings:
     """Each setting from the flags, else the session, else the model table, else the default.
 
-    ``config_flags`` holds the command line's config values (``None``: not given). An on/off
-    flag always has a value, so one equal to the field's default counts as not given: the
-    session's value then stands. ``default_window`` is the window used when nothing names one
+    ``config_flags`` holds the command line's config values (``None``: not given, on/off
+    flags included, so ``--notice`` wins over a session that recorded the notice off).
+    ``default_window`` is the window used when nothing names one
     (the built-in example's).
     """
     warnings: list[str] = []
@@ -105,7 +105,7 @@ def resolve_settings(
     if session is not None:
         ignored = _recorded_config(session, values, sources, warnings)
     for key, value in config_flags.items():
-        if value is None or (isinstance(value, bool) and value == getattr(_DEFAULTS, key)):
+        if value is None:
             continue
         values[key], sources[key] = value, FLAG
     model_name, model_source = _pick(
