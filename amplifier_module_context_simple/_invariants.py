@@ -18,8 +18,11 @@ __all__ = [
     "ViewChecker",
     "check_view",
     "sent_forms",
+    "shared_start",
 ]
 
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,13 +61,15 @@ def check_view(
     ``json_cap`` is the manager's ``max_tool_result_bytes`` when it is not the default (it
     bounds the JSON text an unknown block is sent as, so it decides the sent form).
     """
-    shapes = [_shape(message) for message in view]
+    scan = _ViewScan()
+    for message in view:
+        scan.feed(message, _shape(message))
     if history is None:
-        return _check_structure(view, shapes)
+        return scan.problems()
     facts = _HistoryFacts(json_cap)
     for message in history:
         facts.append(message)
-    return _check_structure(view, shapes) + _check_against_history(view, shapes, facts, None)
+    return scan.problems() + _check_against_history(view, scan, facts, None)
 
 
 class ViewChecker:
@@ -87,17 +92,54 @@ class ViewChecker:
         # Verdicts of rule (a) per rendered prompt, by identity; the message is held so its id
         # cannot be reused, and only the current view's entries are kept.
         self._prompts: dict[int, _PromptVerdict] = {}
-        self._shapes = _ShapeCache()
+        # The previous view and the scan of it, whole and without its last message: a sticky
+        # view re-sends the previous one (less its compaction notice) and adds to its end, so
+        # only the added messages are scanned.
+        self._view: list[Mapping[str, Any]] = []
+        self._at_end: _ViewScan | None = None
+        self._before_last: _ViewScan | None = None
+        # Shapes by identity (the message is held so its id cannot be reused): those of the
+        # views since the last compacted one, and of the views before it.
+        self._shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
+        self._earlier_shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
 
     def check(
         self, view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
     ) -> list[str]:
         """The violations of ``view`` against ``history`` (empty: valid), as ``check_view``."""
         self._sync(history)
-        shapes = self._shapes.shapes(view)
-        return _check_structure(view, shapes) + _check_against_history(
-            view, shapes, self._facts, self._prompts
-        )
+        scan = self._scan(view)
+        return scan.problems() + _check_against_history(view, scan, self._facts, self._prompts)
+
+    def _scan(self, view: Sequence[Mapping[str, Any]]) -> _ViewScan:
+        count = shared_start(self._view, view)
+        base: _ViewScan | None = None
+        before_last: _ViewScan | None = None
+        if count and count == len(self._view):
+            base, before_last = self._at_end, self._before_last
+        elif count:
+            base = self._before_last
+        if base is None:
+            # A compacted view: scanned whole, but most of its messages were in the last one.
+            scan, count = _ViewScan(), 0
+            self._earlier_shapes, self._shapes = self._shapes, {}
+        else:
+            scan = base.copy()
+        for index in range(count, len(view)):
+            if index == len(view) - 1:
+                before_last = scan.copy()
+            message = view[index]
+            scan.feed(message, self._shape(message))
+        self._view, self._at_end, self._before_last = list(view), scan, before_last
+        return scan
+
+    def _shape(self, message: Mapping[str, Any]) -> _Shape:
+        key = id(message)
+        entry = self._shapes.get(key) or self._earlier_shapes.get(key)
+        if entry is None or entry[0] is not message:
+            entry = (message, _shape(message))
+        self._shapes[key] = entry
+        return entry[1]
 
     def _sync(self, history: Sequence[Mapping[str, Any]]) -> None:
         seen = self._facts.count
@@ -165,6 +207,21 @@ class _HistoryFacts:
             self.turn_tail = message
 
 
+def shared_start(previous: Sequence[object], view: Sequence[object]) -> int:
+    """How many leading messages ``view`` re-sends of ``previous``, the very same objects.
+
+    Only the two answers a sticky request gives are looked for: all of ``previous``, or all
+    of it but its last message (the compaction notice, replaced on every request); otherwise 0.
+    The comparison is by identity at C speed (equal copies are other messages).
+    """
+    count = len(previous)
+    if count and len(view) >= count and all(map(operator.is_, previous, view)):
+        return count
+    if count > 1 and len(view) >= count - 1 and all(map(operator.is_, previous[:-1], view)):
+        return count - 1
+    return 0
+
+
 def sent_forms(
     history: Sequence[Mapping[str, Any]], json_cap: int = DEFAULT_JSON_CAP
 ) -> list[Mapping[str, Any]]:
@@ -209,113 +266,137 @@ def _shape(message: Mapping[str, Any]) -> _Shape:
     )
 
 
-class _ShapeCache:
-    """Shapes by message identity, for the messages of the latest view only.
+class _ViewScan:
+    """The view rules that read the view alone, as one pass that can stop and go on.
 
-    A sticky view re-sends the objects of the view before it, so most of a view is shaped once.
-    The message is held beside its shape, so its ``id`` cannot be reused while cached.
+    ``feed`` takes the view's messages in order; ``copy`` keeps the state at a point, so a
+    view that extends an earlier one is scanned from where that one ended. Besides its own
+    problems (pairing, duplicates, systems first) it records what the history rules need:
+    the view's system messages, its human prompts that directly follow a tool result, and
+    where its last human prompt is.
     """
 
+    __slots__ = (
+        "answered_ever",
+        "candidates",
+        "count",
+        "declared",
+        "duplicates",
+        "last_human",
+        "open_ids",
+        "open_index",
+        "order",
+        "pairing",
+        "seen_objects",
+        "seen_other",
+        "systems",
+        "turn_tail",
+    )
+
     def __init__(self) -> None:
-        self._cached: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
+        self.count = 0
+        self.pairing: list[str] = []
+        self.open_ids: set[str] = set()  # ids of the latest call message awaiting results
+        self.open_index: int | None = None
+        self.answered_ever: set[str] = set()
+        self.duplicates: list[str] = []
+        self.seen_objects: dict[int, int] = {}
+        self.declared: dict[str, int] = {}
+        self.order: list[str] = []
+        self.seen_other = False
+        self.systems: list[Mapping[str, Any]] = []
+        self.candidates: list[tuple[int, Mapping[str, Any]]] = []
+        self.turn_tail: _Shape | None = None
+        self.last_human: int | None = None
 
-    def shapes(self, view: Sequence[Mapping[str, Any]]) -> list[_Shape]:
-        cached = self._cached
-        fresh: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
-        for message in view:
-            entry = cached.get(id(message))
-            if entry is None or entry[0] is not message:
-                entry = (message, _shape(message))
-            fresh[id(message)] = entry
-        self._cached = fresh
-        return [fresh[id(message)][1] for message in view]
+    def copy(self) -> _ViewScan:
+        twin = _ViewScan()
+        for name in self.__slots__:
+            value = getattr(self, name)
+            setattr(twin, name, value.copy() if isinstance(value, list | set | dict) else value)
+        return twin
 
+    def problems(self) -> list[str]:
+        return self.pairing + self.duplicates + self.order
 
-def _check_structure(view: Sequence[Mapping[str, Any]], shapes: Sequence[_Shape]) -> list[str]:
-    return _check_pairing(shapes) + _check_duplicates(view, shapes) + _check_system_first(shapes)
+    def feed(self, message: Mapping[str, Any], shape: _Shape) -> None:
+        index = self.count
+        self.count += 1
+        self._pair(index, shape)
+        self._duplicates(index, message, shape)
+        if shape.role == "system":
+            self.systems.append(message)
+            if self.seen_other and not self.order:
+                self.order.append(f"view[{index}]: system message after a non-system message")
+        else:
+            self.seen_other = True
+        if shape.human:
+            before = self.turn_tail  # _turn_before(view, index)
+            if before is not None and before.result:
+                self.candidates.append((index, message))
+            self.last_human = index
+        if not shape.merges:
+            self.turn_tail = shape
 
-
-def _check_pairing(shapes: Sequence[_Shape]) -> list[str]:
-    problems: list[str] = []
-    open_ids: set[str] = set()  # ids of the most recent call message still awaiting results
-    open_index: int | None = None
-    answered_ever: set[str] = set()
-    for index, shape in enumerate(shapes):
-        answered = shape.results
-        if answered:
-            for call_id in answered:
-                if call_id in open_ids:
-                    open_ids.discard(call_id)
-                    answered_ever.add(call_id)
-                elif call_id in answered_ever:
-                    problems.append(f"view[{index}]: second result for tool call {call_id!r}")
+    def _pair(self, index: int, shape: _Shape) -> None:
+        if shape.results:
+            for call_id in shape.results:
+                if call_id in self.open_ids:
+                    self.open_ids.discard(call_id)
+                    self.answered_ever.add(call_id)
+                elif call_id in self.answered_ever:
+                    self.pairing.append(f"view[{index}]: second result for tool call {call_id!r}")
                 else:
-                    problems.append(
+                    self.pairing.append(
                         f"view[{index}]: tool result {call_id!r} does not directly follow its call"
                     )
-            continue
-        if open_ids and open_index is not None:
-            problems.append(
-                f"view[{open_index}]: tool call(s) {sorted(open_ids)} have no result before "
-                f"view[{index}]"
+            return
+        if self.open_ids and self.open_index is not None:
+            self.pairing.append(
+                f"view[{self.open_index}]: tool call(s) {sorted(self.open_ids)} have no result "
+                f"before view[{index}]"
             )
-            open_ids = set()
-        declared = shape.calls
-        if declared:
-            open_ids = set(declared)
-            open_index = index
-    # An unanswered call at the very end is allowed: the orchestrator is still executing it.
-    return problems
+            self.open_ids = set()
+        if shape.calls:
+            self.open_ids = set(shape.calls)
+            self.open_index = index
+        # An unanswered call at the very end is allowed: the orchestrator is still executing it.
 
-
-def _check_duplicates(view: Sequence[Mapping[str, Any]], shapes: Sequence[_Shape]) -> list[str]:
-    # Providers refuse a request in which a tool-call id repeats, even after the first use
-    # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
-    problems: list[str] = []
-    seen_objects: dict[int, int] = {}
-    declared: dict[str, int] = {}
-    for index, (message, shape) in enumerate(zip(view, shapes, strict=True)):
-        first = seen_objects.setdefault(id(message), index)
+    def _duplicates(self, index: int, message: Mapping[str, Any], shape: _Shape) -> None:
+        # Providers refuse a request in which a tool-call id repeats, even after the first use
+        # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
+        first = self.seen_objects.setdefault(id(message), index)
         if first != index:
-            problems.append(f"view[{index}]: the same message object already appears at {first}")
+            self.duplicates.append(
+                f"view[{index}]: the same message object already appears at {first}"
+            )
         for call_id in shape.calls:
-            earlier = declared.setdefault(call_id, index)
+            earlier = self.declared.setdefault(call_id, index)
             if earlier != index:
-                problems.append(
+                self.duplicates.append(
                     f"view[{index}]: tool-call id {call_id!r} is already declared at {earlier}"
                 )
         for call_id in shape.repeated:
-            problems.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
-    return problems
-
-
-def _check_system_first(shapes: Sequence[_Shape]) -> list[str]:
-    seen_other = False
-    for index, shape in enumerate(shapes):
-        if shape.role == "system":
-            if seen_other:
-                return [f"view[{index}]: system message after a non-system message"]
-        else:
-            seen_other = True
-    return []
+            self.duplicates.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
 
 
 def _check_against_history(
     view: Sequence[Mapping[str, Any]],
-    shapes: Sequence[_Shape],
+    scan: _ViewScan,
     facts: _HistoryFacts,
     prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
     problems: list[str] = []
-    view_systems = [m for m, shape in zip(view, shapes, strict=True) if shape.role == "system"]
     for message in facts.systems:
-        if not any(_same_payload(message, s) for s in view_systems):
+        if not any(_same_payload(message, s) for s in scan.systems):
             problems.append("a system message of the history is missing or changed in the view")
             break
-    # The first prompt sits near the view's start and the last near its end: scan from there.
+    # The first prompt sits near the view's start and the last one is, as a rule, the view's
+    # last prompt: look there first.
+    last = [] if scan.last_human is None else [view[scan.last_human]]
     for label, prompt, order in (
         ("first", facts.first_human, view),
-        ("last", facts.last_human, reversed(view)),
+        ("last", facts.last_human, itertools.chain(last, reversed(view))),
     ):
         if prompt is not None and not any(_same_payload(prompt, m) for m in order):
             problems.append(f"the {label} human prompt is missing or changed in the view")
@@ -326,7 +407,7 @@ def _check_against_history(
         and not any(_same_payload(latest, m) for m in reversed(view))
     ):
         problems.append("the latest assistant turn (with thinking) is missing or changed")
-    problems += _check_turns(view, shapes, facts, prompts)
+    problems += _check_turns(view, scan, facts, prompts)
     return problems
 
 
@@ -358,21 +439,9 @@ def _merges_into_turn(message: Mapping[str, Any]) -> bool:
     )
 
 
-def _turn_before(shapes: Sequence[_Shape], index: int) -> _Shape | None:
-    """The message the provider reads right before ``index``'s turn starts.
-
-    System messages are lifted out, and user-role messages no person typed (hook reminders,
-    the compaction notice) merge into the user turn around them.
-    """
-    for position in range(index - 1, -1, -1):
-        if not shapes[position].merges:
-            return shapes[position]
-    return None
-
-
 def _check_turns(
     view: Sequence[Mapping[str, Any]],
-    shapes: Sequence[_Shape],
+    scan: _ViewScan,
     facts: _HistoryFacts,
     prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
@@ -382,14 +451,9 @@ def _check_turns(
     # Allowed where the history had the prompt after a result, or after a call that a repair
     # answers in the view (interrupted, or answered late): nothing of the turn went missing.
     # System messages are lifted out of the conversation and hook reminders merge into the
-    # same user turn, so "before" looks past both.
+    # same user turn, so "before" looks past both (the scan's candidates).
     kept: dict[int, _PromptVerdict] = {}
-    for index, (message, shape) in enumerate(zip(view, shapes, strict=True)):
-        if not shape.human:
-            continue
-        before = _turn_before(shapes, index)
-        if before is None or not before.result:
-            continue
+    for index, message in scan.candidates:
         if not _follows_a_result_in_history(message, facts, prompts, kept):
             problems.append(
                 f"view[{index}]: a human prompt directly follows a tool result, which it does "
@@ -406,7 +470,9 @@ def _check_turns(
         and opener.get("role") == "assistant"
         and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(opener))
     ):
-        start = _active_opener(shapes)
+        # The position right after the view's last human prompt, if anything follows it.
+        last = scan.last_human
+        start = None if last is None or last + 1 >= len(view) else last + 1
         if start is None or not _same_payload(facts.opener_sent, view[start]):
             problems.append(
                 "the active turn does not open with the history's thinking assistant message"
@@ -431,11 +497,3 @@ def _follows_a_result_in_history(
         verdict.compared = len(facts.after_result)
     kept[id(message)] = verdict
     return verdict.matched
-
-
-def _active_opener(shapes: Sequence[_Shape]) -> int | None:
-    """The position right after the last human prompt, if anything follows it."""
-    last = next((i for i in range(len(shapes) - 1, -1, -1) if shapes[i].human), None)
-    if last is None or last + 1 >= len(shapes):
-        return None
-    return last + 1

@@ -82,3 +82,44 @@ def test_a_history_that_does_not_extend_the_last_one_is_read_again() -> None:
     assert checker.check(sent_forms(first), other) != []
     shorter = other[:1]
     assert checker.check(sent_forms(shorter), shorter) == []
+
+
+NOTICE = {"role": "user", "content": "[compacted]", "metadata": {"source": "compaction_notice"}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations(), st.lists(st.sampled_from(["grow", "notice", "drop", "dup"]), max_size=12))
+def test_views_that_extend_the_previous_one_get_check_views_verdict(
+    case: tuple[list[dict[str, Any]], list[list[int]]], steps: list[str]
+) -> None:
+    # A replay's views re-send the previous view's objects and add at the end, with a notice
+    # that is replaced on the next request; the checker scans only what was added.
+    messages, _ = case
+    history = [*messages, {"role": "user", "content": "again"}, THINKING_CALL]
+    sent = sent_forms(history)
+    checker = ViewChecker()
+    view: list[Any] = []
+    for k, step in enumerate(steps * 2, 1):
+        grown = history[: min(k, len(history))]
+        body = [m for m in view if m is not NOTICE]
+        if step == "grow":
+            view = [*body, *sent[len(body) : len(grown)]]
+        elif step == "notice":
+            view = [*body, NOTICE]
+        elif step == "drop" and body:
+            view = body[1:]
+        elif step == "dup" and body:
+            view = [*body, body[0]]
+        assert checker.check(view, grown) == check_view(view, history=grown)
+
+
+def test_a_sticky_replay_reports_a_problem_in_the_added_part() -> None:
+    history = generate_session(60, seed=5)
+    sent = sent_forms(history)
+    checker = ViewChecker()
+    for k in range(1, 50):
+        assert checker.check(sent[:k], history[:k]) == check_view(sent[:k], history=history[:k])
+    stray = {"role": "tool", "tool_call_id": "nowhere", "content": "x"}
+    problems = checker.check([*sent[:49], stray], history[:49])
+    assert any("'nowhere' does not directly follow" in p for p in problems)
+    assert problems == check_view([*sent[:49], stray], history=history[:49])

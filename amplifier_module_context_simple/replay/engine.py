@@ -29,11 +29,11 @@ from .. import ContextConfig, SimpleContextManager, estimate_message_tokens
 from .. import _events as events
 from .._estimate import family_for_model
 from .._invariants import ViewChecker
-from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .simulation import SimulatedProvider, Window
 from .view import is_notice
+from .view_tally import ViewTally
 
 __all__ = ["ReplayError", "ReplayOutcome", "replay"]
 
@@ -101,6 +101,7 @@ async def replay(
     previous_prefix: Sequence[Mapping[str, Any]] | None = None
     host = HostModelCheck()
     checker = ViewChecker(config.max_tool_result_bytes)
+    tally = ViewTally(family, known)
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
     collector = _WarningCollector()
     package_logger = logging.getLogger(_PACKAGE_LOGGER)
@@ -111,9 +112,7 @@ async def replay(
                 seen = len(recorder.events)
                 view = await manager.get_messages_for_request(provider=provider)
                 fresh = recorder.events[seen:]
-                record = _record(
-                    report, manager.messages, checker, host, view, fresh, known, family
-                )
+                record = _record(report, manager.messages, checker, host, view, fresh, tally)
                 record.request = len(report.requests) + 1
                 record.at_message = position
                 record.level = manager.compaction_level
@@ -158,26 +157,22 @@ def _record(
     host: HostModelCheck,
     view: list[dict[str, Any]],
     fresh: list[tuple[str, dict[str, Any]]],
-    known: dict[int, int],
-    family: str | None,
+    tally: ViewTally,
 ) -> RequestRecord:
     for name, data in fresh:
         if name == events.BUDGET:
             report.budget_event = dict(data)
     budget = report.budget_event or {}
     effective = int(budget.get("effective_budget", 0))
-    view_tokens = 0
-    for m in view:
-        cached = known.get(id(m))
-        view_tokens += cached if cached is not None else estimate_message_tokens(m, family=family)
+    sums = tally.sums(view)
+    view_tokens, repaired = sums.tokens, sums.repaired
     notice = bool(view) and is_notice(view[-1])
-    repaired = sum(1 for m in view if m.get(REPAIRED_KEY))
     compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
     # Against the whole history, as check_view(view, history=history): the turn invariants
     # compare the view's structure with the history's. The checker has read the history as it
     # grew, so this costs the view's length, not the history's.
     violations = checker.check(view, history)
-    host_problems = host.check(view, known)
+    host_problems = host.check(view)
     violations += host_problems or []
     return RequestRecord(
         request=0,
@@ -195,8 +190,8 @@ def _record(
         truncated=int(compaction["messages_truncated"]) if compaction else 0,
         stubbed=int(compaction["user_messages_stubbed"]) if compaction else 0,
         left_out=len(history) - (len(view) - int(notice) - repaired),
-        shortened=sum(1 for m in view if m.get(TRUNCATED_KEY)),
-        stubs=sum(1 for m in view if m.get(STUBBED_KEY)),
+        shortened=sums.shortened,
+        stubs=sums.stubs,
         repaired=repaired,
         notice=notice,
         valid=not violations,
