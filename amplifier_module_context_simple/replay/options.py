@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from .config_options import config_option_specs
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
@@ -37,8 +38,12 @@ class _Parameter:
 def _option(
     name: str, value_type: type, default: Any, text: str, panel: str, *flags: str
 ) -> _Parameter:
-    """A parameter ``name``; any option but an on/off flag may be left out (``None``)."""
-    option = typer.Option(*flags, help=text, rich_help_panel=panel)
+    """A parameter ``name``; any option but an on/off flag may be left out (``None``).
+
+    The help is Rich markup to Typer, where ``[estimate]`` or ``[from --model]`` would be
+    taken for a style tag and vanish: escaped, every ``[default]`` shows as written.
+    """
+    option = typer.Option(*flags, help=escape(text), rich_help_panel=panel)
     annotation = value_type if value_type is bool else value_type | None
     return _Parameter(name, Annotated[annotation, option], default)
 

@@ -1,12 +1,14 @@
 """The ``--plot`` chart: history and view size per request against the budget and trigger.
 
-matplotlib is an optional extra, so it is imported only when a chart is asked for, and checked
-before the replay runs so a long replay never ends in a missing dependency.
+matplotlib is an optional extra, so it is imported only when a chart is asked for. It, the
+file format and the place the chart goes are checked before the replay runs, so a long replay
+never ends in a missing dependency or a directory that is not there.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,10 @@ __all__ = ["pyplot_for", "write_plot"]
 
 
 def pyplot_for(path: Path) -> Any:
-    """Check the chart can be written before a long replay: format and matplotlib."""
+    """Check the chart can be written before a long replay: format, place and matplotlib."""
     if path.suffix.lower() not in (".png", ".svg"):
         raise CliError(f"--plot writes .png or .svg files; got {path.name!r}")
+    _check_place(path)
     try:
         matplotlib = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
@@ -29,6 +32,21 @@ def pyplot_for(path: Path) -> Any:
             "--plot needs matplotlib, which is not installed: "
             "pip install 'amplifier-module-context-simple[plot]' (or: uv sync --extra plot)"
         ) from None
+
+
+def _check_place(path: Path) -> None:
+    """The chart's directory exists and is writable, and the path is not a directory."""
+    folder = path.parent
+    if path.is_dir():
+        raise CliError(f"--plot {path} is a directory; give a file name ending in .png or .svg")
+    if not folder.exists():
+        raise CliError(f"--plot {path}: the directory {folder} does not exist")
+    if not folder.is_dir():
+        raise CliError(f"--plot {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"--plot {path}: the directory {folder} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(f"--plot {path}: the file exists and is not writable")
 
 
 def write_plot(pyplot: Any, report: ReplayReport, path: Path) -> None:
