@@ -104,6 +104,7 @@ def measure_replay(megabytes: float) -> dict[str, Any]:
         "messages": shape["messages"],
         "bytes": shape["bytes"],
         "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
         "peak_mb": peak_mb,
         "requests": summary["requests"],
         "compactions": summary["compactions"],
