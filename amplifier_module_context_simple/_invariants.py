@@ -126,10 +126,13 @@ class ViewChecker:
         else:
             scan = base.copy()
         for index in range(count, len(view)):
-            if index == len(view) - 1:
-                before_last = scan.copy()
             message = view[index]
-            scan.feed(message, self._shape(message))
+            shape = self._shape(message)
+            # Kept only where the next view may drop this last message: a user-role message
+            # no person typed (the compaction notice is one); otherwise that view rescans.
+            if index == len(view) - 1:
+                before_last = scan.copy() if shape.merges else None
+            scan.feed(message, shape)
         self._view, self._at_end, self._before_last = list(view), scan, before_last
         return scan
 

@@ -38,7 +38,12 @@ class HostModelCheck:
         self._message = Message
         self._request = ChatRequest
         self._view: list[Mapping[str, Any]] = []
-        self._verdicts: list[tuple[Any, str]] = []  # per message of _view: (model, problem)
+        self._models: list[Any] = []  # per message of _view: its model, None if refused
+        self._problems: list[tuple[int, str]] = []  # (index in _view, why it was refused)
+        # Verdicts by identity (the message is held, so its id cannot be reused): of the views
+        # since the last one that did not extend its predecessor, and of the views before it.
+        self._verdicts: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
+        self._earlier: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
 
     def check(
         self, view: Sequence[Mapping[str, Any]], stable: Mapping[int, object] | None = None
@@ -48,19 +53,35 @@ class HostModelCheck:
         if not self.available:
             return None
         start = shared_start(self._view, view)
-        self._verdicts[start:] = [self._validate(m) for m in view[start:]]
+        if start == 0:
+            self._earlier, self._verdicts = self._verdicts, {}
+        self._problems = [(i, p) for i, p in self._problems if i < start]
+        added: list[Any] = []
+        for index in range(start, len(view)):
+            model, problem = self._verdict(view[index])
+            added.append(model)
+            if problem:
+                self._problems.append((index, problem))
+        self._models[start:] = added
         self._view = list(view)
         problems = [
             f"view[{index}]: the host's Message model refuses it: {problem}"
-            for index, (_, problem) in enumerate(self._verdicts)
-            if problem
+            for index, problem in self._problems
         ]
         if not problems:
             try:
-                self._request(messages=[model for model, _ in self._verdicts])
+                self._request(messages=self._models)
             except Exception as exc:
                 problems.append(f"the host's ChatRequest model refuses the view: {_reason(exc)}")
         return problems
+
+    def _verdict(self, message: Mapping[str, Any]) -> tuple[Any, str]:
+        key = id(message)
+        entry = self._verdicts.get(key) or self._earlier.get(key)
+        if entry is None or entry[0] is not message:
+            entry = (message, *self._validate(message))
+        self._verdicts[key] = entry
+        return entry[1], entry[2]
 
     def _validate(self, message: Mapping[str, Any]) -> tuple[Any, str]:
         try:
