@@ -13,7 +13,8 @@ Modules, by job:
 * ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
   recorded session; ``example_session``: the seeded built-in session.
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
-  message models as a second validity check; ``simulation``: the simulated provider window.
+  message models as a second validity check; ``simulation``: the simulated provider window;
+  ``view_tally``: each view's sums, carried over from the view before.
 * ``view``: one view described message by message (``inspect``).
 * ``output``: the Rich tables; ``plot``: the ``--plot`` chart; ``errors``: the command's error.
 """

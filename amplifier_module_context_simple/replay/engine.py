@@ -46,13 +46,24 @@ class ReplayError(Exception):
 
 
 class _Recorder:
-    """The hooks object handed to the manager: keeps every event it emits."""
+    """The hooks object handed to the manager: keeps the events since the last ``take``.
+
+    Only the latest request's events are kept (a replay of thousands of requests would
+    otherwise hold every event); the ingress truncations are counted as they come.
+    """
 
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
+        self.ingress_truncations = 0
 
     async def emit(self, event: str, data: dict[str, Any]) -> None:
+        if event == events.INGRESS_TRUNCATED:
+            self.ingress_truncations += 1
         self.events.append((event, data))
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        taken, self.events = self.events, []
+        return taken
 
 
 class _WarningCollector(logging.Handler):
@@ -109,9 +120,9 @@ async def replay(
     try:
         for position, message in enumerate(messages):
             if message.get("role") == "assistant":
-                seen = len(recorder.events)
+                recorder.take()  # what admission emitted is not this request's
                 view = await manager.get_messages_for_request(provider=provider)
-                fresh = recorder.events[seen:]
+                fresh = recorder.take()
                 record = _record(report, manager.messages, checker, host, view, fresh, tally)
                 record.request = len(report.requests) + 1
                 record.at_message = position
@@ -144,9 +155,7 @@ async def replay(
 
 
 def _finish(report: ReplayReport, collector: _WarningCollector, recorder: _Recorder) -> None:
-    report.ingress_truncations = sum(
-        1 for name, _ in recorder.events if name == events.INGRESS_TRUNCATED
-    )
+    report.ingress_truncations = recorder.ingress_truncations
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
 
 
