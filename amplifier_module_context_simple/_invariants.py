@@ -3,17 +3,28 @@
 Tests, the end-to-end session and the ``context-simple`` replay run it on every view they
 produce; the request path is built to satisfy it by construction. It returns human-readable
 violations instead of raising, so a failure shows all of them at once.
+
+:class:`ViewChecker` gives the same verdict as ``check_view(view, history=history)`` for a
+history that only grows (as a session's does), in time that does not grow with the history:
+it keeps the few history facts the rules read up to date as messages are appended, instead of
+projecting the whole history again for every view. A replay checks every one of thousands of
+views, which ``check_view`` alone makes quadratic.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "DEFAULT_JSON_CAP",
+    "ViewChecker",
     "check_view",
     "sent_forms",
+    "shared_start",
 ]
 
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._ids import IdAssigner, raw_call_ids
@@ -50,15 +61,168 @@ def check_view(
     ``json_cap`` is the manager's ``max_tool_result_bytes`` when it is not the default (it
     bounds the JSON text an unknown block is sent as, so it decides the sent form).
     """
-    problems: list[str] = []
-    problems += _check_pairing(view)
-    problems += _check_duplicates(view)
-    problems += _check_system_first(view)
-    if history is not None:
-        sent = sent_forms(history, json_cap)
-        problems += _check_against_history(view, sent)
-        problems += _check_turns(view, history, sent)
-    return problems
+    scan = _ViewScan()
+    for message in view:
+        scan.feed(message, _shape(message))
+    if history is None:
+        return scan.problems()
+    facts = _HistoryFacts(json_cap)
+    for message in history:
+        facts.append(message)
+    return scan.problems() + _check_against_history(view, scan, facts, None)
+
+
+class ViewChecker:
+    """``check_view(view, history=history)`` for a history that only grows, in linear time.
+
+    :meth:`check` gives exactly ``check_view``'s list for the same arguments, provided every
+    history it is handed extends the previous one (the same message objects, more of them at
+    the end), as a session's history does. It keeps the history facts the rules read (the
+    system messages, the first and last human prompts, the latest assistant turn, the prompts
+    that follow a tool round, the active turn's opener, each in its sent form) and feeds it
+    only the messages that are new since the last call, so a view costs what the view costs,
+    not what the history costs. A history that is shorter, or whose last checked message was
+    replaced, is taken as a new history and read again from the start.
+    """
+
+    def __init__(self, json_cap: int = DEFAULT_JSON_CAP) -> None:
+        self._json_cap = json_cap
+        self._facts = _HistoryFacts(json_cap)
+        self._last: Mapping[str, Any] | None = None
+        # Verdicts of rule (a) per rendered prompt, by identity; the message is held so its id
+        # cannot be reused, and only the current view's entries are kept.
+        self._prompts: dict[int, _PromptVerdict] = {}
+        # The previous view and the scan of it, whole and without its last message: a sticky
+        # view re-sends the previous one (less its compaction notice) and adds to its end, so
+        # only the added messages are scanned.
+        self._view: list[Mapping[str, Any]] = []
+        self._at_end: _ViewScan | None = None
+        self._before_last: _ViewScan | None = None
+        # Shapes by identity (the message is held so its id cannot be reused): those of the
+        # views since the last compacted one, and of the views before it.
+        self._shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
+        self._earlier_shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
+
+    def check(
+        self, view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+    ) -> list[str]:
+        """The violations of ``view`` against ``history`` (empty: valid), as ``check_view``."""
+        self._sync(history)
+        scan = self._scan(view)
+        return scan.problems() + _check_against_history(view, scan, self._facts, self._prompts)
+
+    def _scan(self, view: Sequence[Mapping[str, Any]]) -> _ViewScan:
+        count = shared_start(self._view, view)
+        base: _ViewScan | None = None
+        before_last: _ViewScan | None = None
+        if count and count == len(self._view):
+            base, before_last = self._at_end, self._before_last
+        elif count:
+            base = self._before_last
+        if base is None:
+            # A compacted view: scanned whole, but most of its messages were in the last one.
+            scan, count = _ViewScan(), 0
+            self._earlier_shapes, self._shapes = self._shapes, {}
+        else:
+            scan = base.copy()
+        for index in range(count, len(view)):
+            message = view[index]
+            shape = self._shape(message)
+            # Kept only where the next view may drop this last message: a user-role message
+            # no person typed (the compaction notice is one); otherwise that view rescans.
+            if index == len(view) - 1:
+                before_last = scan.copy() if shape.merges else None
+            scan.feed(message, shape)
+        self._view, self._at_end, self._before_last = list(view), scan, before_last
+        return scan
+
+    def _shape(self, message: Mapping[str, Any]) -> _Shape:
+        key = id(message)
+        entry = self._shapes.get(key) or self._earlier_shapes.get(key)
+        if entry is None or entry[0] is not message:
+            entry = (message, _shape(message))
+        self._shapes[key] = entry
+        return entry[1]
+
+    def _sync(self, history: Sequence[Mapping[str, Any]]) -> None:
+        seen = self._facts.count
+        if len(history) < seen or (seen and history[seen - 1] is not self._last):
+            self._facts = _HistoryFacts(self._json_cap)
+            self._prompts = {}
+            seen = 0
+        for position in range(seen, len(history)):
+            self._facts.append(history[position])
+        if history:
+            self._last = history[-1]
+
+
+@dataclass
+class _PromptVerdict:
+    message: Mapping[str, Any]
+    compared: int
+    """How many of the history's prompts-after-a-result it has been compared with."""
+    matched: bool
+
+
+@dataclass
+class _HistoryFacts:
+    """What the history-dependent rules read, kept up to date one appended message at a time."""
+
+    json_cap: int
+    count: int = 0
+    ids: IdAssigner = field(default_factory=IdAssigner)
+    systems: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
+    first_human: Mapping[str, Any] | None = None
+    last_human: Mapping[str, Any] | None = None
+    """The first and last messages whose sent form is a human prompt (sent forms)."""
+    latest_assistant: Mapping[str, Any] | None = None
+    after_result: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
+    """Sent forms of the human prompts that follow a tool result or a call in the history."""
+    turn_tail: Mapping[str, Any] | None = None
+    """The message a turn starting now would follow (``_turn_before`` the next position)."""
+    last_prompt: int | None = None
+    """Position of the last human prompt (as stored, not as sent)."""
+    opener: Mapping[str, Any] | None = None
+    opener_sent: Mapping[str, Any] | None = None
+    """The message right after the last human prompt, as stored and as sent."""
+
+    def append(self, message: Mapping[str, Any]) -> None:
+        position = self.count
+        self.count += 1
+        sent = project(message, self.ids.add(message, position), json_cap=self.json_cap)[0]
+        if sent.get("role") == "system":
+            self.systems.append(sent)
+        if is_human_prompt(sent):
+            if self.first_human is None:
+                self.first_human = sent
+            self.last_human = sent
+        if sent.get("role") == "assistant":
+            self.latest_assistant = sent
+        if is_human_prompt(message):
+            before = self.turn_tail
+            if before is not None and (is_tool_result(before) or _calls(before)):
+                self.after_result.append(sent)
+            self.last_prompt = position
+            self.opener = self.opener_sent = None
+        elif self.last_prompt == position - 1:
+            self.opener, self.opener_sent = message, sent
+        if not _merges_into_turn(message):
+            self.turn_tail = message
+
+
+def shared_start(previous: Sequence[object], view: Sequence[object]) -> int:
+    """How many leading messages ``view`` re-sends of ``previous``, the very same objects.
+
+    Only the two answers a sticky request gives are looked for: all of ``previous``, or all
+    of it but its last message (the compaction notice, replaced on every request); otherwise 0.
+    The comparison is by identity at C speed (equal copies are other messages).
+    """
+    count = len(previous)
+    if count and len(view) >= count and all(map(operator.is_, previous, view)):
+        return count
+    if count > 1 and len(view) >= count - 1 and all(map(operator.is_, previous[:-1], view)):
+        return count - 1
+    return 0
 
 
 def sent_forms(
@@ -72,97 +236,181 @@ def sent_forms(
     ]
 
 
-def _check_pairing(view: Sequence[Mapping[str, Any]]) -> list[str]:
-    problems: list[str] = []
-    open_ids: set[str] = set()  # ids of the most recent call message still awaiting results
-    open_index: int | None = None
-    answered_ever: set[str] = set()
-    for index, message in enumerate(view):
-        answered = result_ids(message)
-        if answered:
-            for call_id in answered:
-                if call_id in open_ids:
-                    open_ids.discard(call_id)
-                    answered_ever.add(call_id)
-                elif call_id in answered_ever:
-                    problems.append(f"view[{index}]: second result for tool call {call_id!r}")
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What the view rules read of one view message, computed once per rendered message."""
+
+    role: object
+    calls: tuple[str, ...]
+    results: tuple[str, ...]
+    repeated: tuple[str, ...]
+    """Ids declared twice inside one source of the message (tool_calls, or its blocks)."""
+    human: bool
+    result: bool
+    merges: bool
+    """``_merges_into_turn``: lifted out of, or merged into, the turn around it."""
+
+
+def _shape(message: Mapping[str, Any]) -> _Shape:
+    repeated: list[str] = []
+    # Within one message an orchestrator stores each call twice (tool_calls and a block),
+    # so a repeat counts only inside one of those sources.
+    for source in raw_call_ids(message):
+        named = [i for i in source if isinstance(i, str) and i]
+        repeated += sorted({i for i in named if named.count(i) > 1})
+    return _Shape(
+        role=message.get("role"),
+        calls=call_ids(message),
+        results=result_ids(message),
+        repeated=tuple(repeated),
+        human=is_human_prompt(message),
+        result=is_tool_result(message),
+        merges=_merges_into_turn(message),
+    )
+
+
+class _ViewScan:
+    """The view rules that read the view alone, as one pass that can stop and go on.
+
+    ``feed`` takes the view's messages in order; ``copy`` keeps the state at a point, so a
+    view that extends an earlier one is scanned from where that one ended. Besides its own
+    problems (pairing, duplicates, systems first) it records what the history rules need:
+    the view's system messages, its human prompts that directly follow a tool result, and
+    where its last human prompt is.
+    """
+
+    __slots__ = (
+        "answered_ever",
+        "candidates",
+        "count",
+        "declared",
+        "duplicates",
+        "last_human",
+        "open_ids",
+        "open_index",
+        "order",
+        "pairing",
+        "seen_objects",
+        "seen_other",
+        "systems",
+        "turn_tail",
+    )
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pairing: list[str] = []
+        self.open_ids: set[str] = set()  # ids of the latest call message awaiting results
+        self.open_index: int | None = None
+        self.answered_ever: set[str] = set()
+        self.duplicates: list[str] = []
+        self.seen_objects: dict[int, int] = {}
+        self.declared: dict[str, int] = {}
+        self.order: list[str] = []
+        self.seen_other = False
+        self.systems: list[Mapping[str, Any]] = []
+        self.candidates: list[tuple[int, Mapping[str, Any]]] = []
+        self.turn_tail: _Shape | None = None
+        self.last_human: int | None = None
+
+    def copy(self) -> _ViewScan:
+        twin = _ViewScan()
+        for name in self.__slots__:
+            value = getattr(self, name)
+            setattr(twin, name, value.copy() if isinstance(value, list | set | dict) else value)
+        return twin
+
+    def problems(self) -> list[str]:
+        return self.pairing + self.duplicates + self.order
+
+    def feed(self, message: Mapping[str, Any], shape: _Shape) -> None:
+        index = self.count
+        self.count += 1
+        self._pair(index, shape)
+        self._duplicates(index, message, shape)
+        if shape.role == "system":
+            self.systems.append(message)
+            if self.seen_other and not self.order:
+                self.order.append(f"view[{index}]: system message after a non-system message")
+        else:
+            self.seen_other = True
+        if shape.human:
+            before = self.turn_tail  # _turn_before(view, index)
+            if before is not None and before.result:
+                self.candidates.append((index, message))
+            self.last_human = index
+        if not shape.merges:
+            self.turn_tail = shape
+
+    def _pair(self, index: int, shape: _Shape) -> None:
+        if shape.results:
+            for call_id in shape.results:
+                if call_id in self.open_ids:
+                    self.open_ids.discard(call_id)
+                    self.answered_ever.add(call_id)
+                elif call_id in self.answered_ever:
+                    self.pairing.append(f"view[{index}]: second result for tool call {call_id!r}")
                 else:
-                    problems.append(
+                    self.pairing.append(
                         f"view[{index}]: tool result {call_id!r} does not directly follow its call"
                     )
-            continue
-        if open_ids and open_index is not None:
-            problems.append(
-                f"view[{open_index}]: tool call(s) {sorted(open_ids)} have no result before "
-                f"view[{index}]"
+            return
+        if self.open_ids and self.open_index is not None:
+            self.pairing.append(
+                f"view[{self.open_index}]: tool call(s) {sorted(self.open_ids)} have no result "
+                f"before view[{index}]"
             )
-            open_ids = set()
-        declared = call_ids(message)
-        if declared:
-            open_ids = set(declared)
-            open_index = index
-    # An unanswered call at the very end is allowed: the orchestrator is still executing it.
-    return problems
+            self.open_ids = set()
+        if shape.calls:
+            self.open_ids = set(shape.calls)
+            self.open_index = index
+        # An unanswered call at the very end is allowed: the orchestrator is still executing it.
 
-
-def _check_duplicates(view: Sequence[Mapping[str, Any]]) -> list[str]:
-    # Providers refuse a request in which a tool-call id repeats, even after the first use
-    # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
-    problems: list[str] = []
-    seen_objects: dict[int, int] = {}
-    declared: dict[str, int] = {}
-    for index, message in enumerate(view):
-        first = seen_objects.setdefault(id(message), index)
+    def _duplicates(self, index: int, message: Mapping[str, Any], shape: _Shape) -> None:
+        # Providers refuse a request in which a tool-call id repeats, even after the first use
+        # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
+        first = self.seen_objects.setdefault(id(message), index)
         if first != index:
-            problems.append(f"view[{index}]: the same message object already appears at {first}")
-        for call_id in call_ids(message):
-            earlier = declared.setdefault(call_id, index)
+            self.duplicates.append(
+                f"view[{index}]: the same message object already appears at {first}"
+            )
+        for call_id in shape.calls:
+            earlier = self.declared.setdefault(call_id, index)
             if earlier != index:
-                problems.append(
+                self.duplicates.append(
                     f"view[{index}]: tool-call id {call_id!r} is already declared at {earlier}"
                 )
-        # Within one message an orchestrator stores each call twice (tool_calls and a block),
-        # so a repeat counts only inside one of those sources.
-        for source in raw_call_ids(message):
-            named = [i for i in source if isinstance(i, str) and i]
-            for call_id in sorted({i for i in named if named.count(i) > 1}):
-                problems.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
-    return problems
-
-
-def _check_system_first(view: Sequence[Mapping[str, Any]]) -> list[str]:
-    seen_other = False
-    for index, message in enumerate(view):
-        if message.get("role") == "system":
-            if seen_other:
-                return [f"view[{index}]: system message after a non-system message"]
-        else:
-            seen_other = True
-    return []
+        for call_id in shape.repeated:
+            self.duplicates.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
 
 
 def _check_against_history(
-    view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+    view: Sequence[Mapping[str, Any]],
+    scan: _ViewScan,
+    facts: _HistoryFacts,
+    prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
     problems: list[str] = []
-    view_systems = [m for m in view if m.get("role") == "system"]
-    for message in history:
-        if message.get("role") == "system" and not any(
-            _same_payload(message, s) for s in view_systems
-        ):
+    for message in facts.systems:
+        if not any(_same_payload(message, s) for s in scan.systems):
             problems.append("a system message of the history is missing or changed in the view")
             break
-    humans = [m for m in history if is_human_prompt(m)]
-    for label, prompt in (("first", humans[:1]), ("last", humans[-1:])):
-        if prompt and not any(_same_payload(prompt[0], m) for m in view):
+    # The first prompt sits near the view's start and the last one is, as a rule, the view's
+    # last prompt: look there first.
+    last = [] if scan.last_human is None else [view[scan.last_human]]
+    for label, prompt, order in (
+        ("first", facts.first_human, view),
+        ("last", facts.last_human, itertools.chain(last, reversed(view))),
+    ):
+        if prompt is not None and not any(_same_payload(prompt, m) for m in order):
             problems.append(f"the {label} human prompt is missing or changed in the view")
-    latest = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
-    if latest is not None:
-        thinking = [b for b in blocks(latest) if b.get("type") in SIGNED_THINKING_TYPES]
-        if thinking:
-            kept = next((m for m in view if _same_payload(latest, m)), None)
-            if kept is None:
-                problems.append("the latest assistant turn (with thinking) is missing or changed")
+    latest = facts.latest_assistant
+    if (
+        latest is not None
+        and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(latest))
+        and not any(_same_payload(latest, m) for m in reversed(view))
+    ):
+        problems.append("the latest assistant turn (with thinking) is missing or changed")
+    problems += _check_turns(view, scan, facts, prompts)
     return problems
 
 
@@ -182,30 +430,23 @@ def _calls(message: Mapping[str, Any]) -> bool:
     return bool(listed or in_blocks)
 
 
-def _turn_before(messages: Sequence[Mapping[str, Any]], index: int) -> Mapping[str, Any] | None:
-    """The message the provider reads right before ``index``'s turn starts.
-
-    System messages are lifted out, and user-role messages no person typed (hook reminders,
-    the compaction notice) merge into the user turn around them.
-    """
-    for position in range(index - 1, -1, -1):
-        message = messages[position]
-        if message.get("role") == "system":
-            continue
-        if (
-            message.get("role") == "user"
-            and not is_human_prompt(message)
-            and not is_tool_result(message)
-        ):
-            continue
-        return message
-    return None
+def _merges_into_turn(message: Mapping[str, Any]) -> bool:
+    """Lifted out (a system message) or merged into the user turn around it (a user-role
+    message no person typed: hook reminders, the compaction notice)."""
+    if message.get("role") == "system":
+        return True
+    return (
+        message.get("role") == "user"
+        and not is_human_prompt(message)
+        and not is_tool_result(message)
+    )
 
 
 def _check_turns(
     view: Sequence[Mapping[str, Any]],
-    history: Sequence[Mapping[str, Any]],
-    sent: Sequence[Mapping[str, Any]],
+    scan: _ViewScan,
+    facts: _HistoryFacts,
+    prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
     """A view must not make the provider read a different conversation (issue 12, §3)."""
     problems: list[str] = []
@@ -213,43 +454,49 @@ def _check_turns(
     # Allowed where the history had the prompt after a result, or after a call that a repair
     # answers in the view (interrupted, or answered late): nothing of the turn went missing.
     # System messages are lifted out of the conversation and hook reminders merge into the
-    # same user turn, so "before" looks past both.
-    after_result = [
-        p
-        for p, message in enumerate(history)
-        if is_human_prompt(message)
-        and (before := _turn_before(history, p)) is not None
-        and (is_tool_result(before) or _calls(before))
-    ]
-    for index, message in enumerate(view):
-        if not is_human_prompt(message):
-            continue
-        before = _turn_before(view, index)
-        if before is None or not is_tool_result(before):
-            continue
-        if not any(_same_payload(sent[p], message) for p in after_result):
+    # same user turn, so "before" looks past both (the scan's candidates).
+    kept: dict[int, _PromptVerdict] = {}
+    for index, message in scan.candidates:
+        if not _follows_a_result_in_history(message, facts, prompts, kept):
             problems.append(
                 f"view[{index}]: a human prompt directly follows a tool result, which it does "
                 "not in the history"
             )
+    if prompts is not None:
+        prompts.clear()
+        prompts.update(kept)
     # (b) With thinking on, the active turn must open with its thinking assistant message.
-    opener = _active_opener(history)
+    opener = facts.opener
     if (
         opener is not None
-        and history[opener].get("role") == "assistant"
-        and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(history[opener]))
+        and facts.opener_sent is not None
+        and opener.get("role") == "assistant"
+        and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(opener))
     ):
-        start = _active_opener(view)
-        if start is None or not _same_payload(sent[opener], view[start]):
+        # The position right after the view's last human prompt, if anything follows it.
+        last = scan.last_human
+        start = None if last is None or last + 1 >= len(view) else last + 1
+        if start is None or not _same_payload(facts.opener_sent, view[start]):
             problems.append(
                 "the active turn does not open with the history's thinking assistant message"
             )
     return problems
 
 
-def _active_opener(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    """The position right after the last human prompt, if anything follows it."""
-    last = next((i for i in range(len(messages) - 1, -1, -1) if is_human_prompt(messages[i])), None)
-    if last is None or last + 1 >= len(messages):
-        return None
-    return last + 1
+def _follows_a_result_in_history(
+    message: Mapping[str, Any],
+    facts: _HistoryFacts,
+    prompts: dict[int, _PromptVerdict] | None,
+    kept: dict[int, _PromptVerdict],
+) -> bool:
+    """Whether the history has this prompt after a tool result; with ``prompts``, the verdict
+    is kept per message and later calls compare it only with the prompts added since."""
+    verdict = prompts.get(id(message)) if prompts is not None else None
+    if verdict is None or verdict.message is not message:
+        verdict = _PromptVerdict(message, 0, False)
+    if not verdict.matched:
+        fresh = facts.after_result[verdict.compared :]
+        verdict.matched = any(_same_payload(sent, message) for sent in fresh)
+        verdict.compared = len(facts.after_result)
+    kept[id(message)] = verdict
+    return verdict.matched

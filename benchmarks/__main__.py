@@ -10,6 +10,9 @@ Options::
     --load PATH                print the tables of results saved with --save (no measuring)
     --profile NAME             cProfile one workload (admit, first_request, turn, escalation,
                                sticky, reread, estimator) at each of --sizes, in this process
+    --replay-only              only the replay benchmark
+    --replay-mb 20,200         the replay benchmark: `context-simple replay` on a generated
+                               transcript of each size in MB (default 20; --quick: 2; 0: none)
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def _sizes(text: str) -> list[int]:
     if not sizes or sizes[0] < 10:
         raise argparse.ArgumentTypeError("--sizes: give sizes of at least 10 messages")
     return sizes
+
+
+def _megabytes(text: str) -> list[float]:
+    try:
+        sizes = sorted({float(part) for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--replay-mb: {exc}") from exc
+    return [size for size in sizes if size > 0]
 
 
 def _cpu_model() -> str:
@@ -86,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("admit", "first_request", "turn", "escalation", "sticky", "reread", "estimator"),
         help="cProfile one workload at each size (in this process) instead of measuring",
     )
+    parser.add_argument(
+        "--replay-mb", type=_megabytes, default=None, metavar="MB",
+        help="replay benchmark transcript sizes in MB (default 20; --quick: 2; 0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--replay-only", action="store_true", help="only the replay benchmark (no --sizes)"
+    )
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -103,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     sizes: list[int] = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    if args.replay_only:
+        sizes = []
     if args.profile:
         from ._profile import profile
 
@@ -116,11 +136,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(f"measuring {size} messages ...", file=sys.stderr, flush=True)
         results.append(_run_child(size, args.quick))
+    replays = []
+    for megabytes in args.replay_mb if args.replay_mb is not None else [2 if args.quick else 20]:
+        if not args.json:
+            print(f"replaying a {megabytes:g} MB transcript ...", file=sys.stderr, flush=True)
+        from ._replay import measure_replay
+
+        replays.append(measure_replay(megabytes))
     payload = {
         "machine": machine(),
         "sizes": sizes,
         "quick": args.quick,
         "results": results,
+        "replay": replays,
         "total_seconds": time.perf_counter() - start,
     }
     if args.save is not None:

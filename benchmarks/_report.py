@@ -181,6 +181,13 @@ def render(payload: dict[str, Any], *, plain: bool = False) -> None:
         f"context-simple benchmarks — {machine['date']} — {machine['cpu']} "
         f"({machine['nproc']} CPUs), Python {machine['python']}, {machine['platform']}"
     )
+    if results:
+        _render_sizes(out, results)
+    _render_replays(out, payload.get("replay", []))
+    out.line(f"total run time: {payload['total_seconds']:.1f} s")
+
+
+def _render_sizes(out: _Out, results: list[dict[str, Any]]) -> None:
     out.line(
         "Times: best of N runs (collector paused). Ratio: that time / one json.dumps(history) "
         "in the same process."
@@ -333,4 +340,37 @@ def render(payload: dict[str, Any], *, plain: bool = False) -> None:
         ["target", "limit", "measured", "", "reference impl. at 1k"],
         rows,
     )
-    out.line(f"total run time: {payload['total_seconds']:.1f} s")
+
+
+def _render_replays(out: _Out, replays: list[dict[str, Any]]) -> None:
+    if replays:
+        rows = []
+        for r in replays:
+            rows.append(
+                [
+                    f"{r['bytes'] / 1e6:,.1f} MB",
+                    f"{r['messages']:,}",
+                    f"{r['requests']:,}",
+                    f"{r['compactions']:,}",
+                    str(r["invalid_views"]),
+                    f"{r['seconds']:.1f} s",
+                    f"{r['cpu_seconds']:.1f} s",
+                    f"{r['peak_mb']:,.0f} MB",
+                    _replay_verdict(r),
+                ]
+            )
+        out.table(
+            "Replay of a generated transcript (`context-simple replay FILE --json`, a child "
+            "process; wall and CPU time, peak resident memory)",
+            ["transcript", "messages", "requests", "compactions", "invalid", "wall", "CPU",
+             "peak", "target"],
+            rows,
+        )  # fmt: skip
+
+
+def _replay_verdict(r: dict[str, Any]) -> str:
+    if r.get("target_seconds") is None:
+        return "(none set)"
+    ok = r["seconds"] <= r["target_seconds"] and r["peak_mb"] <= r["target_peak_mb"]
+    limits = f"<= {r['target_seconds']:g} s, <= {r['target_peak_mb']:g} MB"
+    return f"{limits}: {'PASS' if ok else 'FAIL'}"

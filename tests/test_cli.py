@@ -100,7 +100,7 @@ def test_default_replay_reports_compactions() -> None:
     out = " ".join(result.stdout.split())
     assert "built-in example session" in out
     assert "128,000-token window" in out and "built-in example's default window" in out
-    assert "Summary" in out and "Compactions" in out and "Prefix-stable views (replayed)" in out
+    assert "Summary" in out and "Compactions" in out and "Prefix-stable" in out
     report = run_json("replay")
     assert report["summary"]["compactions"] >= 1
     assert report["summary"]["invalid_views"] == 0
@@ -352,13 +352,16 @@ async def test_host_refusal_names_the_block(monkeypatch: pytest.MonkeyPatch) -> 
 
 async def test_check_view_sees_the_whole_history(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
+    checker = engine_module.ViewChecker
+    original = checker.check
 
-    def spy(view: Any, *, history: Any = None) -> list[str]:
-        assert history is not None
+    def spy(self: Any, view: Any, history: Any) -> list[str]:
         seen.append(len(history))
-        return check_view(view, history=history)
+        found = original(self, view, history)
+        assert found == check_view(view, history=history)
+        return found
 
-    monkeypatch.setattr(engine_module, "check_view", spy)
+    monkeypatch.setattr(checker, "check", spy)
     messages = [{"role": "system", "content": "Be brief."}, *CHAT_MESSAGES, *CHAT_MESSAGES]
     await replay(messages, config=ContextConfig(), window=None)
     # A view before each assistant message, each checked against every message added so far.

@@ -24,7 +24,8 @@ Modules, by job:
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
 * ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
-  message models as a second validity check; ``simulation``: the simulated provider window.
+  message models as a second validity check; ``simulation``: the simulated provider window;
+  ``view_tally``: each view's sums, carried over from the view before.
 * ``view``: one view described message by message (``inspect``).
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);

@@ -82,6 +82,12 @@ class _OneLineErrors(TyperGroup):
                 args, prog_name, complete_var, False, windows_expand_args, **extra
             )
             code = result if isinstance(result, int) else 0
+        except BrokenPipeError:
+            # The reader went away (`context-simple replay | head -1`): what it read is all
+            # it wanted, so this is a success. Standard output is pointed at /dev/null so the
+            # interpreter's last flush cannot fail again.
+            _silence_stdout()
+            code = 0
         except typer.Abort:
             typer.echo("context-simple: aborted", err=True)
             code = 1
@@ -106,6 +112,14 @@ class _OneLineErrors(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured output): nothing to do
+        pass
 
 
 app = typer.Typer(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._invariants import shared_start
+
 __all__ = ["HOST_CHECK_NOT_RUN", "HOST_CHECK_RUN", "HostModelCheck"]
 
 HOST_CHECK_RUN = "run"
@@ -19,9 +21,11 @@ class HostModelCheck:
     """Validates views as the host does, when the host's package is installed.
 
     ``available`` is ``False`` when ``amplifier_core.message_models`` cannot be imported;
-    :meth:`check` then returns ``None`` (not run). Verdicts on messages in ``stable`` (the
-    replay's history dicts, which it keeps alive and never changes) are cached by identity, so
-    a long replay validates each history message once, not once per request.
+    :meth:`check` then returns ``None`` (not run). A view that re-sends the previous one's
+    messages (the same objects, as a sticky request does) keeps their verdicts, so a long
+    replay validates each message once while it stays in the view, not once per request.
+    Only the latest view's verdicts are kept. ``stable`` is accepted for compatibility and
+    no longer needed.
     """
 
     def __init__(self) -> None:
@@ -33,34 +37,51 @@ class HostModelCheck:
         self.available = True
         self._message = Message
         self._request = ChatRequest
-        self._verdicts: dict[int, tuple[Any, str]] = {}  # id -> (model or None, problem)
+        self._view: list[Mapping[str, Any]] = []
+        self._models: list[Any] = []  # per message of _view: its model, None if refused
+        self._problems: list[tuple[int, str]] = []  # (index in _view, why it was refused)
+        # Verdicts by identity (the message is held, so its id cannot be reused): of the views
+        # since the last one that did not extend its predecessor, and of the views before it.
+        self._verdicts: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
+        self._earlier: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
 
     def check(
         self, view: Sequence[Mapping[str, Any]], stable: Mapping[int, object] | None = None
     ) -> list[str] | None:
         """The host model's objections to ``view`` (empty: accepted), or ``None``: not run."""
+        del stable
         if not self.available:
             return None
-        problems: list[str] = []
-        models: list[Any] = []
-        for index, message in enumerate(view):
-            key = id(message)
-            verdict = self._verdicts.get(key)
-            if verdict is None:
-                verdict = self._validate(message)
-                if stable is not None and key in stable:
-                    self._verdicts[key] = verdict
-            model, problem = verdict
+        start = shared_start(self._view, view)
+        if start == 0:
+            self._earlier, self._verdicts = self._verdicts, {}
+        self._problems = [(i, p) for i, p in self._problems if i < start]
+        added: list[Any] = []
+        for index in range(start, len(view)):
+            model, problem = self._verdict(view[index])
+            added.append(model)
             if problem:
-                problems.append(f"view[{index}]: the host's Message model refuses it: {problem}")
-            else:
-                models.append(model)
+                self._problems.append((index, problem))
+        self._models[start:] = added
+        self._view = list(view)
+        problems = [
+            f"view[{index}]: the host's Message model refuses it: {problem}"
+            for index, problem in self._problems
+        ]
         if not problems:
             try:
-                self._request(messages=models)
+                self._request(messages=self._models)
             except Exception as exc:
                 problems.append(f"the host's ChatRequest model refuses the view: {_reason(exc)}")
         return problems
+
+    def _verdict(self, message: Mapping[str, Any]) -> tuple[Any, str]:
+        key = id(message)
+        entry = self._verdicts.get(key) or self._earlier.get(key)
+        if entry is None or entry[0] is not message:
+            entry = (message, *self._validate(message))
+        self._verdicts[key] = entry
+        return entry[1], entry[2]
 
     def _validate(self, message: Mapping[str, Any]) -> tuple[Any, str]:
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from .config_options import config_option_specs
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
@@ -39,8 +40,11 @@ def _option(
 ) -> _Parameter:
     """A parameter ``name``; any option may be left out (``None``: not given).
 
-    On/off flags too: a flag given at its default must still win over a session's value."""
-    option = typer.Option(*flags, help=text, rich_help_panel=panel)
+    On/off flags too: a flag given at its default must still win over a session's value. The
+    help is Rich markup to Typer, where ``[estimate]`` or ``[from --model]`` would be taken for
+    a style tag and vanish: escaped, every ``[default]`` shows as written.
+    """
+    option = typer.Option(*flags, help=escape(text), rich_help_panel=panel)
     annotation = value_type | None
     return _Parameter(name, Annotated[annotation, option], default)
 

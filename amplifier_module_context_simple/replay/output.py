@@ -1,12 +1,22 @@
-"""The command's tables: a replay's report, and one request's view (``inspect``)."""
+"""The command's tables: a replay's report, and one request's view (``inspect``).
+
+Every table fits the console it is printed on, 80 columns included, without cutting a number
+or a header: numeric columns never wrap, text columns wrap or ellipsize, headers break where
+they have a line break, and optional columns are left out (the caption says which) until the
+table's narrowest rendering fits. Output that is not a terminal is as wide as ``COLUMNS``
+says, else Rich's default of 80.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from .._budget import SAFETY_MARGIN_TOKENS
@@ -18,6 +28,33 @@ from .view import ViewRow
 from .window_report import render_window_report
 
 __all__ = ["render_report", "render_view", "stdout_console"]
+
+
+def _build(
+    columns: Sequence[_Column],
+    rows: Sequence[Sequence[str]],
+    dropped: set[int],
+    slack: int | None,
+    caption: str | None,
+    table: dict[str, Any],
+) -> Table:
+    kept = [i for i in range(len(columns)) if i not in dropped]
+    built = Table(caption=caption, **table)
+    for i in kept:
+        c = columns[i]
+        width = None
+        if c.ellipsis is not None:
+            width = _ELLIPSIS_MIN + (min(slack, c.ellipsis - _ELLIPSIS_MIN) if slack else 0)
+        built.add_column(
+            c.header,
+            justify=c.justify,
+            no_wrap=True,
+            overflow="ellipsis" if c.ellipsis is not None else "fold",
+            width=width,
+        )
+    for row in rows:
+        built.add_row(*(row[i] for i in kept))
+    return built
 
 
 def render_report(console: Console, report: ReplayReport, *, show_requests: bool) -> None:
@@ -41,10 +78,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         f"[bold]Tokens[/]  the module's estimates, tokenizer family "
         f"{report.token_family or 'none given (conservative estimate; see --model)'}"
     )
-    table = Table(title="Summary", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    for label, value in (
+    pairs = [
         ("Requests (one before each assistant message)", f"{n:,}"),
         ("Compactions", f"{s['compactions']:,} (final level {s['final_level']})"),
         ("Budget used, max / mean", f"{s['max_utilisation']:.1%} / {s['mean_utilisation']:.1%}"),
@@ -57,16 +91,24 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Views over the budget", f"{s['over_budget_requests']:,}"),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
-    ):  # fmt: skip
+    ]  # fmt: skip
+    table = Table(title="Summary", show_header=False, title_justify="left")
+    # The label gives way first (it wraps between words); the values stay on one line when
+    # the longest fits beside a narrow label, else they too wrap between words (never inside
+    # a figure).
+    widest = max(len(value) for _, value in pairs)
+    table.add_column(style="bold", overflow="fold")
+    table.add_column(justify="right", no_wrap=widest + _SUMMARY_LABEL_MIN <= console.width)
+    for label, value in pairs:
         table.add_row(label, value)
     console.print(table)
     render_window_report(console, report, show_requests=show_requests)
     if report.compactions:
-        console.print(_compactions_table(report))
+        console.print(_compactions_table(console, report))
     else:
         console.print("No compaction: every view stayed under the trigger.")
     if show_requests:
-        console.print(_requests_table(report))
+        console.print(_requests_table(console, report))
     bad = next((r for r in report.requests if not r.valid), None)
     if bad is not None:
         console.print(
@@ -104,10 +146,66 @@ def _host_note(summary: dict[str, Any]) -> str:
     return f" (check_view + host model; host refused {summary['host_invalid_views']:,})"
 
 
+class _StdoutConsole(Console):
+    def on_broken_pipe(self) -> None:
+        # Rich would exit with status 1; the command's error layer treats a reader that went
+        # away (`| head -1`) as a success.
+        raise BrokenPipeError
+
+
 def stdout_console() -> Console:
-    console = Console(highlight=False)
-    # Piped or captured output: wide enough that the tables do not wrap.
-    return console if console.is_terminal else Console(highlight=False, width=150)
+    # Rich takes the width from the terminal, else from COLUMNS, else 80: the tables fit it.
+    return _StdoutConsole(highlight=False)
+
+
+_UNBOUNDED = 100_000
+_ELLIPSIS_MIN = 12
+_SUMMARY_LABEL_MIN = 24
+"""Room for the summary's label column (and the borders) before its values may wrap."""
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    """Line breaks in it are where the header may break: a header is never cut."""
+    numeric: bool = True
+    """Right-aligned figures; every cell breaks only at its own line breaks (or ellipsizes)."""
+    drop: int = 0
+    """0: always shown; otherwise optional, the lowest number left out first."""
+    ellipsis: int | None = None
+    """A text column cut to at most this width with an ellipsis (previews)."""
+    justify: Literal["left", "right"] = "right"
+
+
+def _fitted(
+    console: Console,
+    columns: Sequence[_Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    caption: str | None = None,
+    **table: Any,
+) -> Table:
+    """A table of the columns that fit ``console``, dropping optional ones (lowest first)."""
+    order = sorted((c.drop, i) for i, c in enumerate(columns) if c.drop)
+    dropped: set[int] = set()
+    while True:
+        built = _build(columns, rows, dropped, None, caption, table)
+        # Rich keeps no_wrap columns whole only while the table's natural width fits (beyond
+        # that it shrinks every column evenly), so that width is what must fit; it is measured
+        # without the console's limit, which would clamp it to the width.
+        natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), built)
+        if natural.maximum <= console.width or not order:
+            break
+        dropped.add(order.pop(0)[1])
+    # The ellipsized column takes what room is left, up to its own limit.
+    slack = console.width - natural.maximum
+    if slack > 0:
+        built = _build(columns, rows, dropped, slack, caption, table)
+    if dropped:
+        names = ", ".join(" ".join(columns[i].header.split()) for i in sorted(dropped))
+        note = f"not shown at this width: {names} (see --json, or a wider COLUMNS)"
+        built.caption = f"{caption}; {note}" if caption else note
+    return built
 
 
 def _budget_text(report: ReplayReport) -> str:
@@ -139,43 +237,55 @@ def _source_of(report: ReplayReport, name: str) -> str:
     return "flag"
 
 
-def _compactions_table(report: ReplayReport) -> Table:
-    table = Table(title="Compactions", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("#", "request", "level", "view tokens before → after",
-                 "messages before → after", "removed", "truncated", "stubbed"):  # fmt: skip
-        table.add_column(name, justify="right")
-    for i, c in enumerate(report.compactions, 1):
-        table.add_row(
+def _compactions_table(console: Console, report: ReplayReport) -> Table:
+    columns = [
+        _Column("#"), _Column("request"), _Column("level"),
+        _Column("view tokens\nbefore → after"), _Column("messages\nbefore → after", drop=3),
+        _Column("removed"), _Column("truncated", drop=2), _Column("stubbed", drop=1),
+    ]  # fmt: skip
+    rows = [
+        [
             str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
             f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
             str(c.stubbed),
-        )  # fmt: skip
-    return table
+        ]
+        for i, c in enumerate(report.compactions, 1)
+    ]  # fmt: skip
+    return _fitted(console, columns, rows, title="Compactions", title_justify="left",
+                   box=box.SIMPLE_HEAD)  # fmt: skip
 
 
-def _requests_table(report: ReplayReport) -> Table:
-    table = Table(title="Requests", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("request", "history msgs", "history tok", "view msgs", "view tok", "used",
-                 "level", "left out", "shortened", "stubs", "notice", "ok"):  # fmt: skip
-        table.add_column(name, justify="right")
+def _requests_table(console: Console, report: ReplayReport) -> Table:
+    columns = [
+        _Column("request"), _Column("history\nmsgs", drop=3), _Column("history\ntok", drop=5),
+        _Column("view\nmsgs", drop=4), _Column("view\ntok"), _Column("used"),
+        _Column("level"), _Column("left\nout", drop=6), _Column("shortened", drop=2),
+        _Column("stubs", drop=1), _Column("notice", numeric=False, drop=7),
+        _Column("ok", numeric=False),
+    ]  # fmt: skip
+    rows: list[list[str]] = []
     for r in report.requests:
-        flags = ("" if r.valid else "INVALID ") + ("" if r.prefix_stable else "new prefix")
-        table.add_row(
+        flags = "\n".join(
+            f for f, on in (("INVALID", not r.valid), ("new prefix", not r.prefix_stable)) if on
+        )
+        rows.append([
             f"{r.request}{'*' if r.compacted else ''}", str(r.history_messages),
             f"{r.history_tokens:,}", str(r.view_messages), f"{r.view_tokens:,}",
             f"{r.utilisation:.0%}", str(r.level), str(r.left_out), str(r.shortened),
             str(r.stubs), "yes" if r.notice else "", flags or "ok",
-        )  # fmt: skip
-    table.caption = "* compaction at this request; ok: view valid and prefix-stable"
-    return table
+        ])  # fmt: skip
+    return _fitted(
+        console, columns, rows, title="Requests", title_justify="left", box=box.SIMPLE_HEAD,
+        caption="* compaction at this request; ok: view valid and prefix-stable",
+    )  # fmt: skip
 
 
 def render_view(
-    console: Console, outcome: ReplayOutcome, rows: list[ViewRow], left_out: list[int], at: int
+    console: Console, outcome: ReplayOutcome, rows_in: list[ViewRow], left_out: list[int], at: int
 ) -> None:
     record = outcome.report.requests[at - 1]
-    from_history = sum(1 for row in rows if row.position is not None)
-    added = len(rows) - from_history
+    from_history = sum(1 for row in rows_in if row.position is not None)
+    added = len(rows_in) - from_history
     console.print(
         f"[bold]Request {at}[/] (before history message {record.at_message}): "
         f"{from_history} of {record.history_messages} history messages"
@@ -185,22 +295,25 @@ def render_view(
         f"{record.level}; view {'valid' if record.valid else 'INVALID'}"
         + ("" if record.host_valid is not None else " (host model check not run)")
     )
-    table = Table(
-        caption="hist: position in the history (0-based); blank: added by the view",
-        box=box.SIMPLE_HEAD,
-    )
-    for name, width in (("#", 3), ("hist", 5), ("tokens", 7), ("chars", 7)):
-        table.add_column(name, justify="right", no_wrap=True, min_width=width)
-    table.add_column("role", no_wrap=True, min_width=9)
-    table.add_column("markers", no_wrap=True)
-    table.add_column("tool call ids", no_wrap=True)
-    table.add_column("content", no_wrap=True, overflow="ellipsis", max_width=36)
-    for row in rows:
-        table.add_row(
+    columns = [
+        _Column("#"), _Column("hist"), _Column("tokens"), _Column("chars", drop=2),
+        _Column("role", numeric=False, justify="left"),
+        _Column("markers", numeric=False, justify="left", drop=3),
+        _Column("tool call ids", numeric=False, justify="left", drop=1),
+        _Column("content", numeric=False, justify="left", ellipsis=36),
+    ]  # fmt: skip
+    rows = [
+        [
             str(row.index), "" if row.position is None else str(row.position),
-            f"{row.tokens:,}", f"{row.chars:,}", row.role, escape(", ".join(row.markers)),
+            f"{row.tokens:,}", f"{row.chars:,}", row.role, escape("\n".join(row.markers)),
             escape("\n".join(row.tool_call_ids)), escape(row.preview),
-        )  # fmt: skip
+        ]
+        for row in rows_in
+    ]  # fmt: skip
+    table = _fitted(
+        console, columns, rows, box=box.SIMPLE_HEAD,
+        caption="hist: position in the history (0-based); blank: added by the view",
+    )  # fmt: skip
     console.print(table)
     console.print(f"Left out of this view ({len(left_out)}): {_ranges(left_out) or 'nothing'}")
     for violation in record.violations:

@@ -1,12 +1,14 @@
 """The ``--plot`` chart: the view against budget and trigger, and the window by category.
 
-matplotlib is an optional extra, so it is imported only when a chart is asked for, and checked
-before the replay runs so a long replay never ends in a missing dependency.
+matplotlib is an optional extra, so it is imported only when a chart is asked for. It, the
+file format and the place the chart goes are checked before the replay runs, so a long replay
+never ends in a missing dependency or a directory that is not there.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,10 @@ __all__ = ["WindowSeries", "pyplot_for", "window_series", "write_plot"]
 
 
 def pyplot_for(path: Path) -> Any:
-    """Check the chart can be written before a long replay: format and matplotlib."""
+    """Check the chart can be written before a long replay: format, place and matplotlib."""
     if path.suffix.lower() not in (".png", ".svg"):
         raise CliError(f"--plot writes .png or .svg files; got {path.name!r}")
+    _check_place(path)
     try:
         matplotlib = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
@@ -67,6 +70,21 @@ _CATEGORY_COLOURS = {
     "conversation messages": "#1a73e8", "ephemeral injections": "#e37400",
     "compaction notice": "#a142f4", "free space": "#e8f0fe", "kept back for output": "#fce8e6",
 }  # fmt: skip
+
+
+def _check_place(path: Path) -> None:
+    """The chart's directory exists and is writable, and the path is not a directory."""
+    folder = path.parent
+    if path.is_dir():
+        raise CliError(f"--plot {path} is a directory; give a file name ending in .png or .svg")
+    if not folder.exists():
+        raise CliError(f"--plot {path}: the directory {folder} does not exist")
+    if not folder.is_dir():
+        raise CliError(f"--plot {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"--plot {path}: the directory {folder} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(f"--plot {path}: the file exists and is not writable")
 
 
 def write_plot(pyplot: Any, report: ReplayReport, path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
-from .payload import UsageComparison, WindowBreakdown, breakdown, compare, transcript_breakdown
+from .payload import UsageComparison, WindowBreakdown, breakdown, compare
 from .session_dir import RecordedRequest
 from .view import is_notice
 
@@ -99,11 +99,16 @@ class WindowAnalysis:
         budget: int,
         view: Sequence[Mapping[str, Any]],
         recorded: RecordedRequest | None,
+        *,
+        view_tokens: int,
     ) -> int:
-        """Add ``request`` (its ``view``, and the session's ``recorded`` request).
+        """Add ``request`` (its ``view`` of ``view_tokens``, and the session's ``recorded``
+        request).
 
         Returns the request's overhead: what a provider receives beyond the view. Without a
-        simulated window the categories are set against ``budget``.
+        simulated window the categories are set against ``budget``. Without a recorded
+        payload only the notice is estimated here (the caller has the view's sum), so the cost
+        is not the view's length.
         """
         window = self._window if self._window is not None else budget
         notice = view[-1] if view and is_notice(view[-1]) else None
@@ -125,14 +130,16 @@ class WindowAnalysis:
             self._cache.add(request, recorded.payload, recorded.usage)
             overhead = found.tools + found.injected
         else:
-            sent = view[:-1] if notice is not None else view
-            found = transcript_breakdown(
-                sent,
-                overhead=self._overhead or 0,
-                family=self._family,
+            found = WindowBreakdown(
                 context_window=window,
                 max_output=self._max_output,
-                notice_tokens=notice_tokens,
+                family=self._family,
+                system=0,
+                tools=0,
+                conversation=view_tokens - notice_tokens,
+                injections=(),
+                notice=notice_tokens,
+                overhead=self._overhead or 0,
             )
             overhead = self._overhead or 0
         self.entries.append(WindowEntry(request, replace(found, messages=()), comparison))

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from .._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
 
@@ -141,20 +141,29 @@ def _read(source: str | Path, stdin: TextIO | None) -> tuple[str, _Lines, bool]:
     elif not path.exists():
         raise TranscriptError(f"no such file or directory: {path}")
     try:
-        data = path.read_bytes()
+        handle = path.open("rb")
     except OSError as exc:
         raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return str(path), _decode_lines(data), path.name == TRANSCRIPT_NAME
+    return str(path), _decode_lines(handle, path), path.name == TRANSCRIPT_NAME
 
 
-def _decode_lines(data: bytes) -> _Lines:
-    """Decode line by line, so one line of bad bytes costs that line and not the whole file."""
-    for number, raw in enumerate(data.split(b"\n"), 1):
+def _decode_lines(handle: BinaryIO, path: Path) -> _Lines:
+    """Decode line by line, so one line of bad bytes costs that line and not the whole file.
+
+    The file is streamed (a binary file splits on b"\\n" only, as JSONL wants): a large
+    transcript is never held as bytes beside its messages.
+    """
+    with handle:
         try:
-            # utf-8-sig on the first line drops a byte-order mark some editors write.
-            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8"), ""
-        except UnicodeDecodeError as exc:
-            yield number, "", f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+            for number, line in enumerate(handle, 1):
+                raw = line[:-1] if line.endswith(b"\n") else line
+                try:
+                    # utf-8-sig on the first line drops a byte-order mark some editors write.
+                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8"), ""
+                except UnicodeDecodeError as exc:
+                    yield number, "", f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+        except OSError as exc:
+            raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 _JSON_TYPES: dict[type, str] = {
