@@ -202,7 +202,9 @@ class ContextConfig:
     )
     compaction_notice_min_level: int = _key(1, _any_int)
     output_reserve_fraction: float = _key(
-        0.5, _fraction(allow_zero=True), CommandLineOption("Share of max output held back")
+        0.5,
+        _fraction(allow_zero=True),
+        CommandLineOption("Share of max output held back", flag="--output-reserve"),
     )
     token_meter: str = _key("estimate", _meter_mode, CommandLineOption("estimate or actual"))
     max_tool_result_bytes: int = _key(

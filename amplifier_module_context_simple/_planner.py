@@ -71,6 +71,10 @@ class Planner:
         )
         self._prefix = PrefixCache()
         self._factory_cache: tuple[object, int] = (None, 0)
+        # The factory's message, kept while its text stays the same: consecutive views then
+        # share their first message by identity, as they share the history's, so whatever
+        # compares views by identity (prefix checks, a caller's caches) sees them extend.
+        self._factory_message: dict[str, Any] | None = None
         self._notice_cost_cache: tuple[object, int] = (None, 0)
 
     @property
@@ -129,7 +133,7 @@ class Planner:
         index = self.index
         index.sync(messages, family)
         stored = [index.facts[i] for i in index.system_positions]
-        systems = system_part(stored, factory_text)
+        systems = system_part(stored, self._message_for(factory_text))
         known = {id(f.sent): f.tokens for f in stored}
         open_tail = open_tail_call(index)
         return Scope(
@@ -158,6 +162,15 @@ class Planner:
                 f"{type(text).__name__}: {text!r:.80}"
             )
         return text
+
+    def _message_for(self, text: str | None) -> dict[str, Any] | None:
+        """The system message for the factory's ``text`` (the same dict while it is unchanged)."""
+        if text is None:
+            return None
+        cached = self._factory_message
+        if cached is None or cached["content"] != text:
+            cached = self._factory_message = {"role": "system", "content": text}
+        return cached
 
     def _factory_tokens(self, message: Mapping[str, Any]) -> int:
         key = (message.get("content"), self.index.family)

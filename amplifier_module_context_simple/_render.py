@@ -347,17 +347,19 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     }
 
 
-def system_part(facts: Sequence[Facts], factory_text: str | None) -> list[Mapping[str, Any]]:
+def system_part(
+    facts: Sequence[Facts], factory_message: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]]:
     """The view's leading system messages.
 
-    With a system prompt factory its text replaces the stored static system messages, while
+    With a system prompt factory its message replaces the stored static system messages, while
     system messages a hook injected stay.
     """
     stored = [f.sent for f in facts if f.role == "system"]
-    if factory_text is None:
+    if factory_message is None:
         return stored
     hooked = [m for m in stored if _is_hook_message(m)]
-    return [{"role": "system", "content": factory_text}, *hooked]
+    return [factory_message, *hooked]
 
 
 def _is_hook_message(message: Mapping[str, Any]) -> bool:

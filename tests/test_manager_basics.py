@@ -184,3 +184,18 @@ async def test_mount_works_without_hooks_or_capabilities() -> None:
 async def test_mount_rejects_bad_config_naming_the_key() -> None:
     with pytest.raises(ValueError, match="compact_threshold"):
         await mount(MockCoordinator(), {"compact_threshold": 7})
+
+
+async def test_views_share_the_factory_system_message_while_its_text_is_unchanged() -> None:
+    # A caller that compares views by identity (the replay's linear checks, a prefix cache)
+    # must see consecutive views extend each other, the system prompt included.
+    texts = iter(["You are careful.", "You are careful.", "You are brief."])
+    manager = SimpleContextManager()
+    await manager.set_system_prompt_factory(lambda: next(texts))
+    await manager.add_message({"role": "user", "content": "hi"})
+    first = await manager.get_messages_for_request()
+    await manager.add_message({"role": "assistant", "content": "hello"})
+    second = await manager.get_messages_for_request()
+    third = await manager.get_messages_for_request()
+    assert second[0] is first[0] and first[0]["content"] == "You are careful."
+    assert third[0] is not second[0] and third[0] == {"role": "system", "content": "You are brief."}
