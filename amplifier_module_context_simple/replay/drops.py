@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import estimate_message_tokens
+from .._invariants import shared_start
 from .._messages import (
     CALL_BLOCK_TYPES,
     REPAIRED_KEY,
@@ -223,12 +224,16 @@ class DropTracker:
 
     family: str | None
     drops: list[Drop] = field(default_factory=list[Drop])
+    known: Mapping[int, int] = field(default_factory=dict[int, int])
+    """``id`` -> tokens of messages already estimated (the caller keeps them alive)."""
     index: PositionIndex = field(default_factory=PositionIndex)
-    _previous: dict[int, tuple[str, Mapping[str, Any]]] = field(
+    _current: dict[int, tuple[str, Mapping[str, Any]]] = field(
         default_factory=dict[int, tuple[str, Mapping[str, Any]]]
     )
-    """Position -> (form, the message as sent) in the previous view: O(view), not O(history).
-    Token figures are estimated only for the messages that changed."""
+    """Position -> (form, the message as sent) in the previous view."""
+    _view: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
+    _positions: list[int | None] = field(default_factory=list[int | None])
+    """The previous view and each of its messages' history position (None: not history)."""
 
     def observe(
         self,
@@ -239,15 +244,22 @@ class DropTracker:
         level: int,
         compacted: bool,
     ) -> list[Drop]:
-        """Record what ``view`` (request ``request``) changed; returns the new records."""
+        """Record what ``view`` (request ``request``) changed; returns the new records.
+
+        Only the part of ``view`` past what it shares with the previous view (by identity)
+        is looked at: a view that extends the last one costs its new messages, so a replay
+        stays linear. Token figures are estimated only for the messages that changed.
+        """
         added = self.index.sync(history)
-        current: dict[int, tuple[str, Mapping[str, Any]]] = {}
-        for message in view:
-            position = self.index.locate(message)
+        start = shared_start(self._view, view)
+        before = {p: self._current[p] for p in self._positions[start:] if p is not None}
+        positions = [self.index.locate(m) for m in view[start:]]
+        after: dict[int, tuple[str, Mapping[str, Any]]] = {}
+        for position, message in zip(positions, view[start:], strict=True):
             if position is None:
                 continue  # the notice or a placeholder result: no history message
             form = SHORTENED if message.get(TRUNCATED_KEY) else WHOLE
-            current[position] = (STUBBED if message.get(STUBBED_KEY) else form, message)
+            after[position] = (STUBBED if message.get(STUBBED_KEY) else form, message)
         fresh: list[Drop] = []
 
         def note(position: int, change: str, before: int, after: int) -> None:
@@ -261,27 +273,34 @@ class DropTracker:
                 )
             )  # fmt: skip
 
-        for position, (form, sent) in self._previous.items():
-            now = current.get(position)
+        # The shared head is unchanged; a history message is in a view at most once, so what
+        # left or changed form is in the previous view's tail, and what came back in the new.
+        for position, (form, sent) in before.items():
+            now = after.get(position)
             if now is None:
                 note(position, LEFT, self._tokens(sent), 0)
             elif now[0] != form:
                 change = RESTORED if now[0] == WHOLE else now[0]
                 note(position, change, self._tokens(sent), self._tokens(now[1]))
-        for position, (form, sent) in current.items():
-            if position in self._previous:
+        for position, (form, sent) in after.items():
+            if position in before:
                 continue
             if position not in added:
                 note(position, RESTORED, 0, self._tokens(sent))
             elif form != WHOLE:
                 note(position, form, self._tokens(history[position]), self._tokens(sent))
+        for position in before:
+            del self._current[position]
+        self._current.update(after)
         for position in added:
-            if position not in current:  # added since the last request and never sent
+            if position not in self._current:  # added since the last request and never sent
                 note(position, LEFT, self._tokens(history[position]), 0)
         fresh.sort(key=lambda d: d.position)
         self.drops.extend(fresh)
-        self._previous = current
+        self._view = list(view)
+        self._positions[start:] = positions
         return fresh
 
     def _tokens(self, message: Mapping[str, Any]) -> int:
-        return estimate_message_tokens(message, family=self.family)
+        known = self.known.get(id(message))
+        return known if known is not None else estimate_message_tokens(message, family=self.family)

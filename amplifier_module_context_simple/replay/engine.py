@@ -123,13 +123,16 @@ async def replay(
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
-    tracker = DropTracker(family, drops=report.drops)  # what each view changed, per position
     repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
-    known: dict[int, int] = {}  # id(history dict) -> tokens; history keeps the dicts alive
+    # id(history dict or what the view sends for it) -> tokens, from the manager's own index:
+    # each message is estimated once, by the manager (the index keeps both objects alive).
+    known: dict[int, int] = {}
+    indexed = 0  # history messages whose estimate has been read from the index
     previous_prefix: Sequence[Mapping[str, Any]] | None = None
     host = HostModelCheck()
     checker = ViewChecker(config.max_tool_result_bytes)
     tally = ViewTally(family, known)
+    tracker = DropTracker(family, drops=report.drops, known=known)  # changes, per position
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
     collector = _WarningCollector()
     package_logger = logging.getLogger(_PACKAGE_LOGGER)
@@ -148,6 +151,7 @@ async def replay(
                 pending = await feed.before(manager) if feed is not None else None
                 recorder.take()  # what admission emitted is not this request's
                 view = await manager.get_messages_for_request(provider=provider)
+                indexed = _read_estimates(manager, indexed, known, report)
                 fresh = recorder.take()
                 record = _record(report, manager.messages, checker, host, view, fresh, tally)
                 record.request = len(report.requests) + 1
@@ -180,18 +184,27 @@ async def replay(
                 raise ReplayError(
                     f"message {position + 1} was rejected by the context manager: {text}"
                 ) from None
-            stored = manager.messages[-1]
-            tokens = estimate_message_tokens(stored, family=family)
-            known[id(stored)] = tokens
             report.history_messages += 1
-            report.history_tokens += tokens
             if progress is not None:
                 progress(1)
     finally:
         package_logger.removeHandler(collector)
+    for stored in manager.messages[indexed:]:  # added after the last request: never indexed
+        report.history_tokens += estimate_message_tokens(stored, family=family)
     report.repairs = _count_kinds(repairs)
     _finish(report, collector, recorder, feed, analysis)
     return ReplayOutcome(report, None, list(manager.messages))
+
+
+def _read_estimates(
+    manager: SimpleContextManager, indexed: int, known: dict[int, int], report: ReplayReport
+) -> int:
+    """Take the estimates of the messages the manager indexed since the last request."""
+    facts = manager.planner.index.facts
+    for f in facts[indexed:]:
+        known[id(f.message)] = known[id(f.sent)] = f.tokens
+        report.history_tokens += f.tokens
+    return len(facts)
 
 
 def _finish(

@@ -91,6 +91,7 @@ class WindowAnalysis:
         self._history = history  # the manager's list: it grows as the replay goes
         self._cache = CacheTracker(history, family=family)
         self._recorded = 0
+        self._notice: tuple[Mapping[str, Any], int] | None = None
         self.entries: list[WindowEntry] = []
 
     def observe(
@@ -112,9 +113,7 @@ class WindowAnalysis:
         """
         window = self._window if self._window is not None else budget
         notice = view[-1] if view and is_notice(view[-1]) else None
-        notice_tokens = (
-            0 if notice is None else estimate_message_tokens(notice, family=self._family)
-        )
+        notice_tokens = 0 if notice is None else self._notice_tokens(notice)
         comparison = None
         if recorded is not None:
             self._recorded += 1
@@ -144,6 +143,12 @@ class WindowAnalysis:
             overhead = self._overhead or 0
         self.entries.append(WindowEntry(request, replace(found, messages=()), comparison))
         return overhead
+
+    def _notice_tokens(self, notice: Mapping[str, Any]) -> int:
+        # A sticky notice is the same dict from request to request: estimated once.
+        if self._notice is None or self._notice[0] is not notice:
+            self._notice = (notice, estimate_message_tokens(notice, family=self._family))
+        return self._notice[1]
 
     @property
     def basis(self) -> str:
