@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager, check_view
 from amplifier_module_context_simple.replay import cli as cli_module
 from amplifier_module_context_simple.replay import engine as engine_module
 from amplifier_module_context_simple.replay import inputs as inputs_module
-from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.engine import ReplayError, replay
 from amplifier_module_context_simple.replay.host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN
 from amplifier_module_context_simple.replay.transcripts import LoadedTranscript
 
+from .cli_runs import run, run_json
 from .conftest import CORPUS_DIR
 
 CORPUS_FILES = sorted(CORPUS_DIR.glob("*.jsonl")) if CORPUS_DIR.is_dir() else []
@@ -46,18 +46,6 @@ COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
     "after_messages", "removed", "truncated", "stubbed", "target_tokens", "budget",
 }  # fmt: skip
-
-runner = CliRunner()
-
-
-def run(*args: str, input: str | None = None) -> Result:
-    return runner.invoke(app, list(args), input=input)
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def assert_one_line_error(result: Result, *needles: str, code: int = 1) -> None:

@@ -17,10 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
-from typer.testing import CliRunner, Result
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.known_windows import KNOWN_WINDOWS, is_on, known_window
 from amplifier_module_context_simple.replay.session_dir import (
@@ -32,21 +30,11 @@ from amplifier_module_context_simple.replay.session_dir import (
 )
 from amplifier_module_context_simple.replay.settings_text import render_settings
 
+from .cli_runs import run, run_json
+
 REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
 SYSTEM = "You are the recorded system prompt. " * 40
 MODEL = "claude-opus-4-8"
-
-runner = CliRunner()
-
-
-def run(*args: str) -> Result:
-    return runner.invoke(app, list(args))
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    return json.loads(result.stdout)
 
 
 def settings_of(report: dict[str, Any]) -> dict[str, tuple[Any, str]]:

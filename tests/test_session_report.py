@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
-from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.plot import window_series
 from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from amplifier_module_context_simple.replay.session_dir import read_session
+
+from .cli_runs import run, run_json
 
 REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
 REMINDER = (
@@ -31,17 +31,6 @@ REMINDER = (
     + "\n</system-reminder>"
 )
 TOOLS = [{"name": "bash", "description": "Run a shell command. " * 30, "input_schema": {}}]
-runner = CliRunner()
-
-
-def run(*args: str) -> Result:
-    return runner.invoke(app, list(args))
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    return json.loads(result.stdout)
 
 
 def conversation(rounds: int) -> list[dict[str, Any]]:
