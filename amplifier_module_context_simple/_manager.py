@@ -17,8 +17,9 @@ from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
 from ._ingress import admit
 from ._meter import TokenMeter
-from ._planner import Planner, SystemPromptFactory
+from ._planner import Planner
 from ._session import Pipeline, SessionState
+from ._system_prompt import SystemPromptFactory
 
 
 class SimpleContextManager:
@@ -121,7 +122,7 @@ class SimpleContextManager:
 
     async def set_system_prompt_factory(self, factory: SystemPromptFactory | None) -> None:
         """Register an async callable whose text becomes the view's first system message."""
-        self._planner.system_prompt_factory = factory
+        self._planner.system_prompt.factory = factory
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None

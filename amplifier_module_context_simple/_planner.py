@@ -30,10 +30,9 @@ counts); it never reads or writes session state. This module is the only place a
 
 from __future__ import annotations
 
-__all__ = ["Planner", "SystemPromptFactory", "request_plan"]
+__all__ = ["Planner", "request_plan"]
 
-import inspect
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -54,9 +53,8 @@ from ._render import (
     open_tail_call,
     system_part,
 )
+from ._system_prompt import SystemPrompt
 from ._view_cache import PrefixCache
-
-SystemPromptFactory = Callable[[], Awaitable[str] | str]
 
 
 class Planner:
@@ -65,16 +63,11 @@ class Planner:
     def __init__(self, config: ContextConfig, index: HistoryIndex) -> None:
         self.config = config
         self.index = index
-        self.system_prompt_factory: SystemPromptFactory | None = None
+        self.system_prompt = SystemPrompt()
         self.policy = LadderPolicy(
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
         self._prefix = PrefixCache()
-        self._factory_cache: tuple[object, int] = (None, 0)
-        # The factory's message, kept while its text stays the same: consecutive views then
-        # share their first message by identity, as they share the history's, so whatever
-        # compares views by identity (prefix checks, a caller's caches) sees them extend.
-        self._factory_message: dict[str, Any] | None = None
         self._notice_cost_cache: tuple[object, int] = (None, 0)
 
     @property
@@ -98,7 +91,7 @@ class Planner:
             max_tokens_fallback=config.max_tokens_fallback,
             output_reserve_fraction=config.output_reserve_fraction,
         )
-        return budget, await self._system_text()
+        return budget, await self.system_prompt.text()
 
     def _notice_cost(self) -> int:
         """Tokens the longest notice this history could get takes (0 with notices off)."""
@@ -133,13 +126,15 @@ class Planner:
         index = self.index
         index.sync(messages, family)
         stored = [index.facts[i] for i in index.system_positions]
-        systems = system_part(stored, self._message_for(factory_text))
+        systems = system_part(stored, self.system_prompt.message(factory_text))
         known = {id(f.sent): f.tokens for f in stored}
         open_tail = open_tail_call(index)
         return Scope(
             budget=budget,
             systems=systems,
-            system_tokens=sum(known.get(id(m)) or self._factory_tokens(m) for m in systems),
+            system_tokens=sum(
+                known.get(id(m)) or self.system_prompt.tokens(m, index) for m in systems
+            ),
             usable=self.config.usable_budget(budget.effective_budget),
             open_tail=open_tail,
             retained=retained,
@@ -147,36 +142,6 @@ class Planner:
             epoch=epoch,
             notice_cost=self._notice_cost() if open_tail is None else 0,
         )
-
-    async def _system_text(self) -> str | None:
-        factory = self.system_prompt_factory
-        if factory is None:
-            return None
-        text = factory()
-        if inspect.isawaitable(text):
-            text = await text
-        if not isinstance(text, str):
-            # Sending "None" as the system prompt would silently replace the real one.
-            raise TypeError(
-                "the system prompt factory must return a string, it returned "
-                f"{type(text).__name__}: {text!r:.80}"
-            )
-        return text
-
-    def _message_for(self, text: str | None) -> dict[str, Any] | None:
-        """The system message for the factory's ``text`` (the same dict while it is unchanged)."""
-        if text is None:
-            return None
-        cached = self._factory_message
-        if cached is None or cached["content"] != text:
-            cached = self._factory_message = {"role": "system", "content": text}
-        return cached
-
-    def _factory_tokens(self, message: Mapping[str, Any]) -> int:
-        key = (message.get("content"), self.index.family)
-        if self._factory_cache[0] != key:
-            self._factory_cache = (key, self.index.estimate(message))
-        return self._factory_cache[1]
 
     # ---------------------------------------------------------------- 3. render
 
