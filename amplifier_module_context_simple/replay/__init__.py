@@ -23,7 +23,8 @@ Modules, by job:
   before; ``session_analysis``: both followed through a replay, request by request (and each
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
-* ``engine``: the replay itself; ``report``: its records and report; ``host_check``: the host's
+* ``engine``: the replay itself; ``records``: one record per request and per compaction;
+  ``report``: the report of them; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window;
   ``view_tally``: each view's sums, carried over from the view before.
 * ``view``: one view described message by message (``inspect``).

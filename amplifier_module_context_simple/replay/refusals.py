@@ -24,18 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .records import RequestRecord
 from .simulation import Window
-
-if TYPE_CHECKING:  # report imports this module: the records are only annotations here
-    from .report import ReplayReport, RequestRecord
 
 __all__ = [
     "STORM_MIN",
     "STREAK_MIN",
     "RefusalReport",
     "RepairCount",
+    "Replayed",
     "RequestVerdict",
     "Run",
     "assess",
@@ -150,7 +149,15 @@ def longest_run(requests: Iterable[RequestRecord], test: Callable[[RequestRecord
     return best
 
 
-def assess(report: ReplayReport) -> RefusalReport:
+class Replayed(Protocol):
+    """What :func:`assess` reads of a replay's report (``report.ReplayReport`` has it)."""
+
+    requests: list[RequestRecord]
+    window: Window | None
+    repairs: dict[str, int]
+
+
+def assess(report: Replayed) -> RefusalReport:
     """The refusals and patterns of a replay (see the module docstring for the definitions)."""
     window = report.window
     refused = [v for r in report.requests if (v := _verdict(r, window)) is not None]
