@@ -27,16 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._ids import IdAssigner, raw_call_ids
+from ._ids import IdAssigner
 from ._messages import (
     SIGNED_THINKING_TYPES,
     blocks,
-    call_ids,
     is_human_prompt,
     is_tool_result,
-    result_ids,
 )
 from ._project import project
+from ._view_scan import Shape, ViewScan, makes_calls, merges_into_turn, shape_of
 
 DEFAULT_JSON_CAP = 131_072
 """The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
@@ -61,9 +60,9 @@ def check_view(
     ``json_cap`` is the manager's ``max_tool_result_bytes`` when it is not the default (it
     bounds the JSON text an unknown block is sent as, so it decides the sent form).
     """
-    scan = _ViewScan()
+    scan = ViewScan()
     for message in view:
-        scan.feed(message, _shape(message))
+        scan.feed(message, shape_of(message))
     if history is None:
         return scan.problems()
     facts = _HistoryFacts(json_cap)
@@ -96,12 +95,12 @@ class ViewChecker:
         # view re-sends the previous one (less its compaction notice) and adds to its end, so
         # only the added messages are scanned.
         self._view: list[Mapping[str, Any]] = []
-        self._at_end: _ViewScan | None = None
-        self._before_last: _ViewScan | None = None
+        self._at_end: ViewScan | None = None
+        self._before_last: ViewScan | None = None
         # Shapes by identity (the message is held so its id cannot be reused): those of the
         # views since the last compacted one, and of the views before it.
-        self._shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
-        self._earlier_shapes: dict[int, tuple[Mapping[str, Any], _Shape]] = {}
+        self._shapes: dict[int, tuple[Mapping[str, Any], Shape]] = {}
+        self._earlier_shapes: dict[int, tuple[Mapping[str, Any], Shape]] = {}
 
     def check(
         self, view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
@@ -111,17 +110,17 @@ class ViewChecker:
         scan = self._scan(view)
         return scan.problems() + _check_against_history(view, scan, self._facts, self._prompts)
 
-    def _scan(self, view: Sequence[Mapping[str, Any]]) -> _ViewScan:
+    def _scan(self, view: Sequence[Mapping[str, Any]]) -> ViewScan:
         count = shared_start(self._view, view)
-        base: _ViewScan | None = None
-        before_last: _ViewScan | None = None
+        base: ViewScan | None = None
+        before_last: ViewScan | None = None
         if count and count == len(self._view):
             base, before_last = self._at_end, self._before_last
         elif count:
             base = self._before_last
         if base is None:
             # A compacted view: scanned whole, but most of its messages were in the last one.
-            scan, count = _ViewScan(), 0
+            scan, count = ViewScan(), 0
             self._earlier_shapes, self._shapes = self._shapes, {}
         else:
             scan = base.copy()
@@ -136,11 +135,11 @@ class ViewChecker:
         self._view, self._at_end, self._before_last = list(view), scan, before_last
         return scan
 
-    def _shape(self, message: Mapping[str, Any]) -> _Shape:
+    def _shape(self, message: Mapping[str, Any]) -> Shape:
         key = id(message)
         entry = self._shapes.get(key) or self._earlier_shapes.get(key)
         if entry is None or entry[0] is not message:
-            entry = (message, _shape(message))
+            entry = (message, shape_of(message))
         self._shapes[key] = entry
         return entry[1]
 
@@ -200,13 +199,13 @@ class _HistoryFacts:
             self.latest_assistant = sent
         if is_human_prompt(message):
             before = self.turn_tail
-            if before is not None and (is_tool_result(before) or _calls(before)):
+            if before is not None and (is_tool_result(before) or makes_calls(before)):
                 self.after_result.append(sent)
             self.last_prompt = position
             self.opener = self.opener_sent = None
         elif self.last_prompt == position - 1:
             self.opener, self.opener_sent = message, sent
-        if not _merges_into_turn(message):
+        if not merges_into_turn(message):
             self.turn_tail = message
 
 
@@ -236,156 +235,9 @@ def sent_forms(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """What the view rules read of one view message, computed once per rendered message."""
-
-    role: object
-    calls: tuple[str, ...]
-    results: tuple[str, ...]
-    repeated: tuple[str, ...]
-    """Ids declared twice inside one source of the message (tool_calls, or its blocks)."""
-    human: bool
-    result: bool
-    merges: bool
-    """``_merges_into_turn``: lifted out of, or merged into, the turn around it."""
-
-
-def _shape(message: Mapping[str, Any]) -> _Shape:
-    repeated: list[str] = []
-    # Within one message an orchestrator stores each call twice (tool_calls and a block),
-    # so a repeat counts only inside one of those sources.
-    for source in raw_call_ids(message):
-        named = [i for i in source if isinstance(i, str) and i]
-        repeated += sorted({i for i in named if named.count(i) > 1})
-    return _Shape(
-        role=message.get("role"),
-        calls=call_ids(message),
-        results=result_ids(message),
-        repeated=tuple(repeated),
-        human=is_human_prompt(message),
-        result=is_tool_result(message),
-        merges=_merges_into_turn(message),
-    )
-
-
-class _ViewScan:
-    """The view rules that read the view alone, as one pass that can stop and go on.
-
-    ``feed`` takes the view's messages in order; ``copy`` keeps the state at a point, so a
-    view that extends an earlier one is scanned from where that one ended. Besides its own
-    problems (pairing, duplicates, systems first) it records what the history rules need:
-    the view's system messages, its human prompts that directly follow a tool result, and
-    where its last human prompt is.
-    """
-
-    __slots__ = (
-        "answered_ever",
-        "candidates",
-        "count",
-        "declared",
-        "duplicates",
-        "last_human",
-        "open_ids",
-        "open_index",
-        "order",
-        "pairing",
-        "seen_objects",
-        "seen_other",
-        "systems",
-        "turn_tail",
-    )
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.pairing: list[str] = []
-        self.open_ids: set[str] = set()  # ids of the latest call message awaiting results
-        self.open_index: int | None = None
-        self.answered_ever: set[str] = set()
-        self.duplicates: list[str] = []
-        self.seen_objects: dict[int, int] = {}
-        self.declared: dict[str, int] = {}
-        self.order: list[str] = []
-        self.seen_other = False
-        self.systems: list[Mapping[str, Any]] = []
-        self.candidates: list[tuple[int, Mapping[str, Any]]] = []
-        self.turn_tail: _Shape | None = None
-        self.last_human: int | None = None
-
-    def copy(self) -> _ViewScan:
-        twin = _ViewScan()
-        for name in self.__slots__:
-            value = getattr(self, name)
-            setattr(twin, name, value.copy() if isinstance(value, list | set | dict) else value)
-        return twin
-
-    def problems(self) -> list[str]:
-        return self.pairing + self.duplicates + self.order
-
-    def feed(self, message: Mapping[str, Any], shape: _Shape) -> None:
-        index = self.count
-        self.count += 1
-        self._pair(index, shape)
-        self._duplicates(index, message, shape)
-        if shape.role == "system":
-            self.systems.append(message)
-            if self.seen_other and not self.order:
-                self.order.append(f"view[{index}]: system message after a non-system message")
-        else:
-            self.seen_other = True
-        if shape.human:
-            before = self.turn_tail  # _turn_before(view, index)
-            if before is not None and before.result:
-                self.candidates.append((index, message))
-            self.last_human = index
-        if not shape.merges:
-            self.turn_tail = shape
-
-    def _pair(self, index: int, shape: _Shape) -> None:
-        if shape.results:
-            for call_id in shape.results:
-                if call_id in self.open_ids:
-                    self.open_ids.discard(call_id)
-                    self.answered_ever.add(call_id)
-                elif call_id in self.answered_ever:
-                    self.pairing.append(f"view[{index}]: second result for tool call {call_id!r}")
-                else:
-                    self.pairing.append(
-                        f"view[{index}]: tool result {call_id!r} does not directly follow its call"
-                    )
-            return
-        if self.open_ids and self.open_index is not None:
-            self.pairing.append(
-                f"view[{self.open_index}]: tool call(s) {sorted(self.open_ids)} have no result "
-                f"before view[{index}]"
-            )
-            self.open_ids = set()
-        if shape.calls:
-            self.open_ids = set(shape.calls)
-            self.open_index = index
-        # An unanswered call at the very end is allowed: the orchestrator is still executing it.
-
-    def _duplicates(self, index: int, message: Mapping[str, Any], shape: _Shape) -> None:
-        # Providers refuse a request in which a tool-call id repeats, even after the first use
-        # was answered ("tool_use ids must be unique"); the view renames reused ids to avoid it.
-        first = self.seen_objects.setdefault(id(message), index)
-        if first != index:
-            self.duplicates.append(
-                f"view[{index}]: the same message object already appears at {first}"
-            )
-        for call_id in shape.calls:
-            earlier = self.declared.setdefault(call_id, index)
-            if earlier != index:
-                self.duplicates.append(
-                    f"view[{index}]: tool-call id {call_id!r} is already declared at {earlier}"
-                )
-        for call_id in shape.repeated:
-            self.duplicates.append(f"view[{index}]: tool-call id {call_id!r} is declared twice")
-
-
 def _check_against_history(
     view: Sequence[Mapping[str, Any]],
-    scan: _ViewScan,
+    scan: ViewScan,
     facts: _HistoryFacts,
     prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
@@ -424,27 +276,9 @@ def _same_payload(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     )
 
 
-def _calls(message: Mapping[str, Any]) -> bool:
-    """Whether it declares calls, with usable ids or not (the view answers both)."""
-    listed, in_blocks = raw_call_ids(message)
-    return bool(listed or in_blocks)
-
-
-def _merges_into_turn(message: Mapping[str, Any]) -> bool:
-    """Lifted out (a system message) or merged into the user turn around it (a user-role
-    message no person typed: hook reminders, the compaction notice)."""
-    if message.get("role") == "system":
-        return True
-    return (
-        message.get("role") == "user"
-        and not is_human_prompt(message)
-        and not is_tool_result(message)
-    )
-
-
 def _check_turns(
     view: Sequence[Mapping[str, Any]],
-    scan: _ViewScan,
+    scan: ViewScan,
     facts: _HistoryFacts,
     prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
