@@ -39,6 +39,7 @@ __all__ = [
     "RenderResult",
     "can_truncate",
     "notice",
+    "notice_figures",
     "notice_message",
     "open_tail_call",
     "placeholder",
@@ -268,18 +269,20 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
 
     Built only from the sticky state, so it stays byte-identical until the next escalation.
     """
-    return notice_message(
-        NoticeFigures(
-            level=decisions.level,
-            history_messages=stats.history_messages,
-            removed=len(decisions.removed),
-            truncated=len(decisions.truncated),
-            stubbed=len(decisions.stubbed),
-            before_messages=stats.before_messages,
-            after_messages=stats.after_messages,
-            relaxed=decisions.protection_relaxed,
-        ),
-        verbosity,
+    return notice_message(notice_figures(stats, decisions), verbosity)
+
+
+def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
+    """What the notice for ``decisions`` states (equal figures: the same notice)."""
+    return NoticeFigures(
+        level=decisions.level,
+        history_messages=stats.history_messages,
+        removed=len(decisions.removed),
+        truncated=len(decisions.truncated),
+        stubbed=len(decisions.stubbed),
+        before_messages=stats.before_messages,
+        after_messages=stats.after_messages,
+        relaxed=decisions.protection_relaxed,
     )
 
 
