@@ -6,6 +6,7 @@ cached path gives with what a fresh computation gives.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
@@ -48,6 +49,6 @@ async def test_the_notice_is_reused_only_while_it_reads_the_same() -> None:
         notices.append(view[-1])
         escalations.add(state.decisions.escalations)
     assert len(escalations) > 1, "the session escalates more than once"
-    for earlier, later in zip(notices, notices[1:], strict=False):
+    for earlier, later in itertools.pairwise(notices):
         same = earlier["content"] == later["content"]
         assert (earlier is later) == same, "one dict exactly while the text is the same"
