@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple._messages import LOADED_TOOLS_KEY
 from amplifier_module_context_simple._render import notice
 
 BIG = "line of build output that goes on for a while\n" * 120
@@ -52,3 +53,54 @@ async def test_the_notice_is_reused_only_while_it_reads_the_same() -> None:
     for earlier, later in itertools.pairwise(notices):
         same = earlier["content"] == later["content"]
         assert (earlier is later) == same, "one dict exactly while the text is the same"
+
+
+def _positions_from_facts(manager: SimpleContextManager) -> dict[str, list[int]]:
+    facts = manager.planner.index.facts
+    return {
+        "system": [i for i, f in enumerate(facts) if f.role == "system"],
+        "human": [i for i, f in enumerate(facts) if f.human],
+        "tool_result": [i for i, f in enumerate(facts) if f.tool_result],
+        "loaded_tools": [i for i, f in enumerate(facts) if f.loaded_tools],
+    }
+
+
+def _positions_kept(manager: SimpleContextManager) -> dict[str, list[int]]:
+    index = manager.planner.index
+    return {
+        "system": list(index.system_positions),
+        "human": list(index.human_positions),
+        "tool_result": list(index.tool_result_positions),
+        "loaded_tools": list(index.loaded_tool_positions),
+    }
+
+
+async def test_the_index_position_lists_follow_the_history() -> None:
+    manager = SimpleContextManager(max_tokens=12_000)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "Fix the failing build please."},
+        {"role": "user", "content": "tools", "metadata": {LOADED_TOOLS_KEY: ["bash"]}},
+    ]
+    for m in messages:
+        await manager.add_message(m)
+    for t in range(12):
+        await _turn(manager, t)
+        await manager.get_messages_for_request()
+        assert _positions_kept(manager) == _positions_from_facts(manager)
+    # A subclass re-reading its history hands equal copies: the lists stay as they are.
+    manager.messages = [dict(m) for m in manager.messages]
+    await manager.get_messages_for_request()
+    assert _positions_kept(manager) == _positions_from_facts(manager)
+    # A rewrite (the history changed in place) makes the index start over.
+    manager.messages = [manager.messages[0], *manager.messages[2:]]
+    await manager.get_messages_for_request()
+    assert _positions_kept(manager) == _positions_from_facts(manager)
+    assert _positions_kept(manager)["loaded_tools"] == [1]
+    await manager.set_messages(messages)
+    await manager.get_messages_for_request()
+    assert _positions_kept(manager) == _positions_from_facts(manager)
+    await manager.clear()
+    await manager.add_message({"role": "user", "content": "again"})
+    await manager.get_messages_for_request()
+    assert _positions_kept(manager) == _positions_from_facts(manager) != {}
