@@ -6,12 +6,18 @@ cached path gives with what a fresh computation gives.
 
 from __future__ import annotations
 
+import gc
 import itertools
 from typing import Any
 
-from amplifier_module_context_simple import SimpleContextManager
+from typer.testing import CliRunner
+
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._messages import LOADED_TOOLS_KEY
 from amplifier_module_context_simple._render import notice
+from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.example_session import generate_session
 
 BIG = "line of build output that goes on for a while\n" * 120
 
@@ -104,3 +110,32 @@ async def test_the_index_position_lists_follow_the_history() -> None:
     await manager.add_message({"role": "user", "content": "again"})
     await manager.get_messages_for_request()
     assert _positions_kept(manager) == _positions_from_facts(manager) != {}
+
+
+async def test_a_replay_leaves_little_to_the_cyclic_collector() -> None:
+    """The command replays with the cyclic collector off (``cli._collector_paused``): what
+    only the collector could free must stay the manager's own graph once the replay is over,
+    and not grow with every request."""
+    messages = generate_session(600, seed=3)
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        outcome = await replay(messages, config=ContextConfig(max_tokens=30_000), window=None)
+        requests = len(outcome.report.requests)
+        del outcome
+        left = gc.collect()
+    finally:
+        if collecting:
+            gc.enable()
+    assert requests > 100
+    # About four per message, all of them the manager's graph (its facts, their tuples, the
+    # projected dicts); a cycle made on every request would add hundreds.
+    assert left < 5 * len(messages)
+
+
+def test_the_command_turns_the_collector_back_on() -> None:
+    assert gc.isenabled()
+    result = CliRunner().invoke(app, ["replay", "--messages", "60", "--json"])
+    assert result.exit_code == 0, result.output
+    assert gc.isenabled()
