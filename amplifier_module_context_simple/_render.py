@@ -201,13 +201,14 @@ def render_range(
     if stop - start > _SPARSE_RANGE and decisions.removed:
         # A whole history after a compaction is mostly left out: skip that part in C.
         positions = sorted(set(positions).difference(decisions.removed))
+    removed, pairing = decisions.removed, index.pairing
     for position in positions:
         fact = facts[position]
-        if fact.role == "system" or position in decisions.removed:
+        if fact.role == "system" or position in removed:
             continue
-        if position in index.pairing.owner_of:
+        if position in pairing.owner_of:
             continue  # emitted together with its call
-        if position in index.pairing.orphans:
+        if position in pairing.orphans:
             out.repaired.append(
                 f"{ORPHAN_DROPPED}: dropped result at position {position}: its call is unknown"
             )
