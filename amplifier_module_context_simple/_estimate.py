@@ -42,7 +42,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._images import image_from_url, image_size, image_tokens
@@ -282,12 +282,16 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
         if isinstance(value, str):
             tally.texts.append(value)
     # The model is linear: sum the counts of all segments, then price them once per family.
-    counts = [
-        sum(column) for column in zip(*map(_features, filter(None, tally.texts)), strict=True)
-    ]
+    texts = [text for text in tally.texts if text]
+    counts: Sequence[int] = (
+        _features(texts[0])  # one segment (most messages): its counts are the sums
+        if len(texts) == 1
+        else [sum(column) for column in zip(*map(_features, texts), strict=True)]
+    )
+    images = tally.images
     priced = max(
         math.ceil(sum(map(operator.mul, _COEFFICIENTS[name], counts)))
-        + sum(image_tokens(size, name) for size in tally.images)
+        + (sum(image_tokens(size, name) for size in images) if images else 0)
         for name in families
     )
     return MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * tally.calls + tally.extra + priced

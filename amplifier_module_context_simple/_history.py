@@ -84,6 +84,11 @@ class HistoryIndex:
         self.pairing = ToolPairing()
         self._ids = IdAssigner()
         self.system_positions: list[int] = []
+        # Positions by what the ladder looks for, ascending (each is a filter of ``facts``
+        # kept as messages are appended, so an escalation need not walk the whole history).
+        self.human_positions: list[int] = []
+        self.tool_result_positions: list[int] = []
+        self.loaded_tool_positions: list[int] = []
         self.image_messages = 0
 
     def reset(self) -> None:
@@ -153,6 +158,12 @@ class HistoryIndex:
             self.generation += 1
         if fact.role == "system":
             self.system_positions.append(index)
+        if fact.human:
+            self.human_positions.append(index)
+        if fact.tool_result:
+            self.tool_result_positions.append(index)
+        if fact.loaded_tools:
+            self.loaded_tool_positions.append(index)
         if fact.image:
             self.image_messages += 1
 

@@ -123,7 +123,9 @@ class ViewChecker:
             scan, count = ViewScan(), 0
             self._earlier_shapes, self._shapes = self._shapes, {}
         else:
-            scan = base.copy()
+            # Fed on in place, not copied: both kept scans are replaced below, so nothing
+            # else holds the one this view extends.
+            scan = base
         for index in range(count, len(view)):
             message = view[index]
             shape = self._shape(message)

@@ -176,7 +176,8 @@ def _relax(
 
 
 def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> frozenset[int]:
-    visible = [i for i, f in enumerate(index.facts) if f.role != "system" and i not in plan.removed]
+    # Ascending, as the history: every position but the system messages and those left out.
+    visible = sorted(set(range(len(index.facts))).difference(index.system_positions, plan.removed))
     count = math.ceil(len(visible) * share)
     return frozenset(visible[len(visible) - count :]) if count else frozenset()
 
@@ -185,15 +186,12 @@ def _truncate(
     plan: WorkingPlan, protected: frozenset[int], share: float, target: int, keep_chars: int
 ) -> None:
     index = plan.index
-    candidates = [
-        i
-        for i, f in enumerate(index.facts)
-        if f.tool_result
-        and i not in plan.removed
-        and i not in protected
-        and i not in plan.stubbed
-        and i not in index.pairing.orphans
-    ]
+    # The tool results still shown and not protected, oldest first (set algebra runs in C).
+    candidates = sorted(
+        set(index.tool_result_positions).difference(
+            plan.removed, protected, plan.stubbed, index.pairing.orphans
+        )
+    )
     limit = math.ceil(len(candidates) * share)
     for position in candidates[:limit]:
         if plan.usage <= target:
@@ -211,17 +209,21 @@ def _truncate(
 
 
 def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
-    """Removal units oldest first: a whole tool-call group, or a single message."""
-    for position, fact in enumerate(index.facts):
-        if (
-            fact.role == "system"
-            or position in plan.removed
-            or position in index.pairing.owner_of
-            or position in index.pairing.orphans  # never rendered: removing it saves nothing
-        ):
-            continue
-        if fact.calls:
-            yield (position, *index.pairing.results_of.get(position, ()))
+    """Removal units oldest first: a whole tool-call group, or a single message.
+
+    The heads are fixed when the walk starts: what ``_remove`` takes out meanwhile is the
+    unit just yielded, whose results are owned positions (never heads) anyway.
+    """
+    pairing = index.pairing
+    heads = set(range(len(index.facts))).difference(
+        index.system_positions,
+        plan.removed,
+        pairing.owner_of,
+        pairing.orphans,  # never rendered: removing it saves nothing
+    )
+    for position in sorted(heads):
+        if index.facts[position].calls:
+            yield (position, *pairing.results_of.get(position, ()))
         else:
             yield (position,)
 

@@ -24,8 +24,8 @@ planner builds it in seven passes, always in this order:
    without escalation is composed before usage too: readings answer whole views).
 
 The planner owns only caches (the rendered prefix, the factory's and the notice's token
-counts); it never reads or writes session state. This module is the only place a
-``RequestPlan`` (``_plan``) is constructed.
+counts, the notice itself while it reads the same); it never reads or writes session state.
+This module is the only place a ``RequestPlan`` (``_plan``) is constructed.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from ._plan import RequestPlan, Scope
 from ._render import (
     NoticeFigures,
     RenderResult,
-    notice,
+    notice_figures,
     notice_message,
     open_tail_call,
     system_part,
@@ -69,6 +69,9 @@ class Planner:
         )
         self._prefix = PrefixCache()
         self._notice_cost_cache: tuple[object, int] = (None, 0)
+        # The notice, kept while what it states is the same (its figures come only from sticky
+        # state): consecutive views then share it by identity, and it is estimated once.
+        self._notice: tuple[object, Mapping[str, Any], int] | None = None
 
     @property
     def rendered_messages(self) -> int:
@@ -252,10 +255,22 @@ class Planner:
             and decisions.level >= config.compaction_notice_min_level
             and scope.open_tail is None
         ):
-            reminder = notice(stats, decisions, config.compaction_notice_verbosity)
+            reminder, reminder_tokens = self._notice_for(stats, decisions)
             view.append(reminder)
-            tokens += self.index.estimate(reminder)
+            tokens += reminder_tokens
         return view, tokens, body
+
+    def _notice_for(
+        self, stats: CompactionStats, decisions: Decisions
+    ) -> tuple[Mapping[str, Any], int]:
+        """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
+        figures = notice_figures(stats, decisions)
+        key = (figures, self.config.compaction_notice_verbosity, self.index.family)
+        cached = self._notice
+        if cached is None or cached[0] != key:
+            message = notice_message(figures, self.config.compaction_notice_verbosity)
+            cached = self._notice = (key, message, self.index.estimate(message))
+        return cached[1], cached[2]
 
     # ---------------------------------------------------------------- the passes in order
 

@@ -47,7 +47,7 @@ def protected_positions(
     """What the rungs keep, and the smaller floor that even the fit pass keeps."""
     facts = index.facts
     floor: set[int] = set(extra)
-    humans = [i for i, f in enumerate(facts) if f.human]
+    humans = index.human_positions
     if humans:
         floor.update((humans[0], humans[-1]))
         # The provider reads the active turn from its opening round; with thinking on, that
@@ -59,7 +59,8 @@ def protected_positions(
             opener = prompt + 1
             if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
                 floor.update((prompt, opener))
-    floor.update(i for i, f in enumerate(facts) if f.loaded_tools or f.role == "system")
+    floor.update(index.loaded_tool_positions)
+    floor.update(index.system_positions)
     if open_tail is not None:
         floor.add(open_tail)
         floor.update(index.pairing.results_of.get(open_tail, ()))
@@ -71,8 +72,17 @@ def protected_positions(
     count = policy.protected_tool_results
     if count:
         orphans = index.pairing.orphans
-        results = [i for i, f in enumerate(facts) if f.tool_result and i not in orphans]
-        recent_results = results[-count:]
+        if count > 0:  # the newest ``count`` tool results that are not orphans, ascending
+            recent_results: list[int] = []
+            for i in reversed(index.tool_result_positions):
+                if len(recent_results) == count:
+                    break
+                if i not in orphans:
+                    recent_results.append(i)
+            recent_results.reverse()
+        else:
+            results = [i for i in index.tool_result_positions if i not in orphans]
+            recent_results = results[-count:]
         keep.update(recent_results)
         keep.update(rest_of_turns(index, recent_results))
     return Protection(keep=frozenset(keep), floor=frozenset(floor))

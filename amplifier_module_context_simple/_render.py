@@ -9,7 +9,7 @@ touched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "RenderResult",
     "can_truncate",
     "notice",
+    "notice_figures",
     "notice_message",
     "open_tail_call",
     "placeholder",
@@ -161,6 +162,10 @@ def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str,
     return copy
 
 
+_SPARSE_RANGE = 256
+"""Ranges longer than this drop their left-out positions before the walk."""
+
+
 class RenderResult:
     """A rendered stretch of history: the messages, their token total and what was repaired."""
 
@@ -192,13 +197,18 @@ def render_range(
     """
     out = RenderResult()
     facts = index.facts
-    for position in range(start, stop):
+    positions: Iterable[int] = range(start, stop)
+    if stop - start > _SPARSE_RANGE and decisions.removed:
+        # A whole history after a compaction is mostly left out: skip that part in C.
+        positions = sorted(set(positions).difference(decisions.removed))
+    removed, pairing = decisions.removed, index.pairing
+    for position in positions:
         fact = facts[position]
-        if fact.role == "system" or position in decisions.removed:
+        if fact.role == "system" or position in removed:
             continue
-        if position in index.pairing.owner_of:
+        if position in pairing.owner_of:
             continue  # emitted together with its call
-        if position in index.pairing.orphans:
+        if position in pairing.orphans:
             out.repaired.append(
                 f"{ORPHAN_DROPPED}: dropped result at position {position}: its call is unknown"
             )
@@ -268,18 +278,20 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
 
     Built only from the sticky state, so it stays byte-identical until the next escalation.
     """
-    return notice_message(
-        NoticeFigures(
-            level=decisions.level,
-            history_messages=stats.history_messages,
-            removed=len(decisions.removed),
-            truncated=len(decisions.truncated),
-            stubbed=len(decisions.stubbed),
-            before_messages=stats.before_messages,
-            after_messages=stats.after_messages,
-            relaxed=decisions.protection_relaxed,
-        ),
-        verbosity,
+    return notice_message(notice_figures(stats, decisions), verbosity)
+
+
+def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
+    """What the notice for ``decisions`` states (equal figures: the same notice)."""
+    return NoticeFigures(
+        level=decisions.level,
+        history_messages=stats.history_messages,
+        removed=len(decisions.removed),
+        truncated=len(decisions.truncated),
+        stubbed=len(decisions.stubbed),
+        before_messages=stats.before_messages,
+        after_messages=stats.after_messages,
+        relaxed=decisions.protection_relaxed,
     )
 
 

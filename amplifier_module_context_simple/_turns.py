@@ -25,15 +25,18 @@ def mend_turns(
     """
     index = plan.index
     facts, pairing = index.facts, index.pairing
+    # The same set objects, bound once for the walk: taking out and putting back edit
+    # ``removed`` in place, so the walk sees every change.
+    orphans, owner_of, removed = pairing.orphans, pairing.owner_of, plan.removed
     in_round = False  # the last message rendered ends a tool round
     gap = False  # something between that round and here is no longer shown
     for position, fact in enumerate(facts):
-        if fact.role == "system" or position in pairing.orphans:
+        if fact.role == "system" or position in orphans:
             continue
-        if position in plan.removed:
+        if position in removed:
             gap = gap or in_round
             continue
-        if position in pairing.owner_of:
+        if position in owner_of:
             continue  # rendered together with its call
         if fact.human and in_round and gap:
             if position not in protected and position != plan.pinned:

@@ -7,7 +7,8 @@ manager uses for its decisions), not provider counts. ``ReplayReport.as_json()``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from .. import ContextConfig
@@ -102,12 +103,34 @@ class ReplayReport:
             "token_family": self.token_family,
             "budget": self.budget_event,
             "summary": self.summary(),
-            "compactions": [asdict(c) for c in self.compactions],
-            "requests": [asdict(r) for r in self.requests],
+            "compactions": _records(self.compactions),
+            "requests": _records(self.requests),
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
             "refusals": assess(self).as_json(),
-            "drops": [asdict(d) for d in self.drops],
+            "drops": _records(self.drops),
             "window_basis": self.window_basis,
             "window_by_category": [w.as_json() for w in self.windows],
             "cache": None if self.cache is None else cache_json(self.cache),
         }
+
+
+def _records(records: list[Any]) -> list[dict[str, Any]]:
+    """``[asdict(r) for r in records]`` for records of one flat dataclass, without its cost.
+
+    The records' fields hold scalars, lists of strings or dicts of scalars, so a shallow copy
+    of each list and dict is what ``asdict``'s deep copy gives.
+    """
+    if not records:
+        return []
+    kind = type(records[0])
+    names = tuple(f.name for f in fields(kind))
+    values = attrgetter(*names)
+    return [
+        {
+            name: value.copy() if isinstance(value, list | dict) else value
+            for name, value in zip(names, values(record), strict=True)
+        }
+        if type(record) is kind and len(names) > 1
+        else asdict(record)
+        for record in records
+    ]
