@@ -24,8 +24,7 @@ class HostModelCheck:
     :meth:`check` then returns ``None`` (not run). A view that re-sends the previous one's
     messages (the same objects, as a sticky request does) keeps their verdicts, so a long
     replay validates each message once while it stays in the view, not once per request.
-    Only the latest view's verdicts are kept. ``stable`` is accepted for compatibility and
-    no longer needed.
+    Only the latest view's verdicts are kept.
     """
 
     def __init__(self) -> None:
@@ -45,11 +44,8 @@ class HostModelCheck:
         self._verdicts: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
         self._earlier: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
 
-    def check(
-        self, view: Sequence[Mapping[str, Any]], stable: Mapping[int, object] | None = None
-    ) -> list[str] | None:
+    def check(self, view: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """The host model's objections to ``view`` (empty: accepted), or ``None``: not run."""
-        del stable
         if not self.available:
             return None
         start = shared_start(self._view, view)

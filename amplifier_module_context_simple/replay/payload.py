@@ -28,6 +28,7 @@ __all__ = [
     "WindowBreakdown",
     "breakdown",
     "compare",
+    "given_breakdown",
     "transcript_breakdown",
     "usage_figure",
 ]
@@ -160,22 +161,36 @@ def transcript_breakdown(
     notice_tokens: int = 0,
 ) -> WindowBreakdown:
     """A bare transcript's (or view's) window: the stated ``overhead`` instead of system/tools."""
-    rows = tuple(
-        MessageMatch(i, str(m.get("role")), (i,), tokens, estimate=tokens)
-        for i, m in enumerate(messages)
-        for tokens in (estimate_message_tokens(m, family=family),)
+    return given_breakdown(
+        conversation=sum(estimate_message_tokens(m, family=family) for m in messages),
+        overhead=overhead,
+        family=family,
+        context_window=context_window,
+        max_output=max_output,
+        notice_tokens=notice_tokens,
     )
+
+
+def given_breakdown(
+    *,
+    conversation: int,
+    overhead: int,
+    family: str | None,
+    context_window: int,
+    max_output: int,
+    notice_tokens: int = 0,
+) -> WindowBreakdown:
+    """The window of a view whose ``conversation`` tokens are already summed (no payload)."""
     return WindowBreakdown(
         context_window=context_window,
         max_output=max_output,
         family=family,
         system=0,
         tools=0,
-        conversation=sum(r.tokens for r in rows),
+        conversation=conversation,
         injections=(),
         notice=notice_tokens,
         overhead=overhead,
-        messages=rows,
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
-from .payload import UsageComparison, WindowBreakdown, breakdown, compare
+from .payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
 from .session_dir import RecordedRequest
 from .view import is_notice
 
@@ -129,16 +129,13 @@ class WindowAnalysis:
             self._cache.add(request, recorded.payload, recorded.usage)
             overhead = found.tools + found.injected
         else:
-            found = WindowBreakdown(
+            found = given_breakdown(
+                conversation=view_tokens - notice_tokens,
+                overhead=self._overhead or 0,
+                family=self._family,
                 context_window=window,
                 max_output=self._max_output,
-                family=self._family,
-                system=0,
-                tools=0,
-                conversation=view_tokens - notice_tokens,
-                injections=(),
-                notice=notice_tokens,
-                overhead=self._overhead or 0,
+                notice_tokens=notice_tokens,
             )
             overhead = self._overhead or 0
         self.entries.append(WindowEntry(request, replace(found, messages=()), comparison))
