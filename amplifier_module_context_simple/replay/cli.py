@@ -343,22 +343,32 @@ def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) 
         disable=not show,
     ) as progress:
         task = progress.add_task("replay", total=len(data.messages))
+        outcome: list[ReplayOutcome] = []
+
+        async def run() -> None:
+            # The outcome is handed out through ``outcome``, not as the task's result: when
+            # asyncio.run puts back the SIGINT handler it formats the old one, which holds the
+            # task, and that repr takes in the task's result: the whole report, every record
+            # (a fifth of a second and 20 MB of text on a 20 MB transcript).
+            outcome.append(
+                await replay(
+                    data.messages,
+                    config=data.config,
+                    window=data.window,
+                    source=data.source,
+                    progress=(lambda n: progress.advance(task, n)) if show else None,
+                    stop_at=stop_at,
+                    recorded=data.recorded(),
+                    overhead=data.overhead,
+                )
+            )
+
         try:
             with _collector_paused():
-                return asyncio.run(
-                    replay(
-                        data.messages,
-                        config=data.config,
-                        window=data.window,
-                        source=data.source,
-                        progress=(lambda n: progress.advance(task, n)) if show else None,
-                        stop_at=stop_at,
-                        recorded=data.recorded(),
-                        overhead=data.overhead,
-                    )
-                )
+                asyncio.run(run())
         except ReplayError as exc:
             raise CliError(str(exc)) from None
+        return outcome[0]
 
 
 @contextmanager
