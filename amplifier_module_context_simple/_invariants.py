@@ -103,15 +103,22 @@ class ViewChecker:
         self._earlier_shapes: dict[int, tuple[Mapping[str, Any], Shape]] = {}
 
     def check(
-        self, view: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+        self,
+        view: Sequence[Mapping[str, Any]],
+        history: Sequence[Mapping[str, Any]],
+        *,
+        shared: int | None = None,
     ) -> list[str]:
-        """The violations of ``view`` against ``history`` (empty: valid), as ``check_view``."""
+        """The violations of ``view`` against ``history`` (empty: valid), as ``check_view``.
+
+        ``shared``: ``shared_start(previous, view)`` for the view this checker was handed last,
+        when the caller has counted it already (a replay hands one view to several checks).
+        """
         self._sync(history)
-        scan = self._scan(view)
+        scan = self._scan(view, shared_start(self._view, view) if shared is None else shared)
         return scan.problems() + _check_against_history(view, scan, self._facts, self._prompts)
 
-    def _scan(self, view: Sequence[Mapping[str, Any]]) -> ViewScan:
-        count = shared_start(self._view, view)
+    def _scan(self, view: Sequence[Mapping[str, Any]], count: int) -> ViewScan:
         base: ViewScan | None = None
         before_last: ViewScan | None = None
         if count and count == len(self._view):

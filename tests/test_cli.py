@@ -343,9 +343,9 @@ async def test_check_view_sees_the_whole_history(monkeypatch: pytest.MonkeyPatch
     checker = engine_module.ViewChecker
     original = checker.check
 
-    def spy(self: Any, view: Any, history: Any) -> list[str]:
+    def spy(self: Any, view: Any, history: Any, **kwargs: Any) -> list[str]:
         seen.append(len(history))
-        found = original(self, view, history)
+        found = original(self, view, history, **kwargs)
         assert found == check_view(view, history=history)
         return found
 

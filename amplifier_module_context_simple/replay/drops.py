@@ -243,15 +243,18 @@ class DropTracker:
         *,
         level: int,
         compacted: bool,
+        shared: int | None = None,
     ) -> list[Drop]:
         """Record what ``view`` (request ``request``) changed; returns the new records.
 
         Only the part of ``view`` past what it shares with the previous view (by identity)
         is looked at: a view that extends the last one costs its new messages, so a replay
         stays linear. Token figures are estimated only for the messages that changed.
+        ``shared``: ``shared_start(previous, view)`` for the view this tracker was handed last,
+        when the caller has counted it already.
         """
         added = self.index.sync(history)
-        start = shared_start(self._view, view)
+        start = shared_start(self._view, view) if shared is None else shared
         before = {p: self._current[p] for p in self._positions[start:] if p is not None}
         positions = [self.index.locate(m) for m in view[start:]]
         after: dict[int, tuple[str, Mapping[str, Any]]] = {}

@@ -32,7 +32,7 @@ from typing import Any
 from .. import ContextConfig, SimpleContextManager, estimate_message_tokens
 from .. import _events as events
 from .._estimate import family_for_model
-from .._invariants import ViewChecker
+from .._invariants import ViewChecker, shared_start
 from .drops import DropTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
@@ -129,6 +129,7 @@ async def replay(
     known: dict[int, int] = {}
     indexed = 0  # history messages whose estimate has been read from the index
     previous_prefix: Sequence[Mapping[str, Any]] | None = None
+    previous_view: list[dict[str, Any]] = []
     host = HostModelCheck()
     checker = ViewChecker(config.max_tool_result_bytes)
     tally = ViewTally(family, known)
@@ -153,7 +154,13 @@ async def replay(
                 view = await manager.get_messages_for_request(provider=provider)
                 indexed = _read_estimates(manager, indexed, known, report)
                 fresh = recorder.take()
-                record = _record(report, manager.messages, checker, host, view, fresh, tally)
+                # Counted once for the four per-view checks and tallies, which each carry the
+                # previous view's figures over for this shared head.
+                shared = shared_start(previous_view, view)
+                previous_view = list(view)
+                record = _record(
+                    report, manager.messages, checker, host, view, fresh, tally, shared=shared
+                )
                 record.request = len(report.requests) + 1
                 record.at_message = position
                 record.level = manager.compaction_level
@@ -168,7 +175,7 @@ async def replay(
                 level = report.compactions[-1].level if record.compacted else record.level
                 tracker.observe(
                     record.request, view, manager.messages, level=level,
-                    compacted=record.compacted,
+                    compacted=record.compacted, shared=shared,
                 )  # fmt: skip
                 previous_prefix = view[:-1] if record.notice else view
                 if feed is not None:
@@ -244,21 +251,23 @@ def _record(
     view: list[dict[str, Any]],
     fresh: list[tuple[str, dict[str, Any]]],
     tally: ViewTally,
+    *,
+    shared: int,
 ) -> RequestRecord:
     for name, data in fresh:
         if name == events.BUDGET:
             report.budget_event = dict(data)
     budget = report.budget_event or {}
     effective = int(budget.get("effective_budget", 0))
-    sums = tally.sums(view)
+    sums = tally.sums(view, shared=shared)
     view_tokens, repaired = sums.tokens, sums.repaired
     notice = bool(view) and is_notice(view[-1])
     compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
     # Against the whole history, as check_view(view, history=history): the turn invariants
     # compare the view's structure with the history's. The checker has read the history as it
     # grew, so this costs the view's length, not the history's.
-    violations = checker.check(view, history)
-    host_problems = host.check(view)
+    violations = checker.check(view, history, shared=shared)
+    host_problems = host.check(view, shared=shared)
     violations += host_problems or []
     return RequestRecord(
         request=0,

@@ -44,11 +44,17 @@ class HostModelCheck:
         self._verdicts: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
         self._earlier: dict[int, tuple[Mapping[str, Any], Any, str]] = {}
 
-    def check(self, view: Sequence[Mapping[str, Any]]) -> list[str] | None:
-        """The host model's objections to ``view`` (empty: accepted), or ``None``: not run."""
+    def check(
+        self, view: Sequence[Mapping[str, Any]], *, shared: int | None = None
+    ) -> list[str] | None:
+        """The host model's objections to ``view`` (empty: accepted), or ``None``: not run.
+
+        ``shared``: ``shared_start(previous, view)`` for the view this check was handed last,
+        when the caller has counted it already.
+        """
         if not self.available:
             return None
-        start = shared_start(self._view, view)
+        start = shared_start(self._view, view) if shared is None else shared
         if start == 0:
             self._earlier, self._verdicts = self._verdicts, {}
         self._problems = [(i, p) for i, p in self._problems if i < start]

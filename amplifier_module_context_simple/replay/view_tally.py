@@ -53,8 +53,10 @@ class ViewTally:
         self._estimates: dict[int, tuple[Mapping[str, Any], int]] = {}
         self._earlier: dict[int, tuple[Mapping[str, Any], int]] = {}
 
-    def sums(self, view: Sequence[Mapping[str, Any]]) -> ViewSums:
-        start = shared_start(self._view, view)
+    def sums(self, view: Sequence[Mapping[str, Any]], *, shared: int | None = None) -> ViewSums:
+        """The sums of ``view``; ``shared``: ``shared_start(previous, view)`` for the view this
+        tally was handed last, when the caller has counted it already."""
+        start = shared_start(self._view, view) if shared is None else shared
         if start == 0:
             self._earlier, self._estimates = self._estimates, {}
         added = view[start:]
