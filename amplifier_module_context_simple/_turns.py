@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __all__ = ["mend_turns"]
 
+import itertools
+
 from ._protection import is_reminder
 from ._working import WorkingPlan
 
@@ -28,16 +30,22 @@ def mend_turns(
     # The same set objects, bound once for the walk: taking out and putting back edit
     # ``removed`` in place, so the walk sees every change.
     orphans, owner_of, removed = pairing.orphans, pairing.owner_of, plan.removed
+    # Never shown, never counted: left out, these open no gap.
+    silent = orphans.union(index.system_positions)
     in_round = False  # the last message rendered ends a tool round
     gap = False  # something between that round and here is no longer shown
-    for position, fact in enumerate(facts):
-        if fact.role == "system" or position in orphans:
-            continue
-        if position in removed:
-            gap = gap or in_round
-            continue
-        if position in owner_of:
-            continue  # rendered together with its call
+    last = -1
+    # Only the shown messages are visited (a compacted history is mostly left out, and the
+    # walk runs on every escalation); what was left out between two of them is a gap if any
+    # of it counts. The walk only takes out the message it stands on and only puts back
+    # messages before it, so the shown ones still ahead are the ones filtered here.
+    for position in itertools.filterfalse(removed.__contains__, range(len(facts))):
+        if in_round and not gap and position - last > 1:
+            gap = any(p not in silent for p in range(last + 1, position))
+        last = position
+        if position in silent or position in owner_of:
+            continue  # an owned result is rendered together with its call
+        fact = facts[position]
         if fact.human and in_round and gap:
             if position not in protected and position != plan.pinned:
                 plan.usage -= plan.rendered_tokens(position, keep_chars)
