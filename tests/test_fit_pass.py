@@ -315,6 +315,23 @@ async def test_a_kept_tool_round_keeps_the_rest_of_its_turn() -> None:
     assert check_view(view, history=history) == []
 
 
+async def test_a_prompt_typed_right_after_a_kept_round_stays_when_older_rounds_go() -> None:
+    # The history has the prompt straight after a tool result (typed while the round ran), so
+    # the view may too: only what is left out between a round and a prompt splits a turn.
+    manager = SimpleContextManager(protected_recent=0.0, protected_tool_results=1)
+    await admit(manager, [prompt("First task. " + "spec " * 50)])
+    for i in range(6):
+        await admit(manager, [call(f"a{i}"), result(f"a{i}", 800)])
+    typed = prompt("Also check the logs.")
+    await admit(manager, [call("x"), result("x", 20), typed, answer("Checked.")])
+    await admit(manager, [call("y"), result("y", 20), answer("Done."), prompt("Next task.")])
+    history = await manager.get_messages()
+    view = await manager.get_messages_for_request(token_budget=tokens_of(history) // 3)
+    assert manager.compaction_level >= 3, "older rounds were left out"
+    assert any(same(m, typed) for m in view)
+    assert check_view(view, history=history) == []
+
+
 async def test_the_active_turn_still_opens_with_its_thinking_round() -> None:
     manager = SimpleContextManager()
     await admit(manager, [prompt("Migrate every module.")])
