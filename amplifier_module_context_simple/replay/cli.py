@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import json
 import os
 import sys
 from collections.abc import Generator, Sequence
@@ -51,6 +50,7 @@ from .findings_output import (
     render_why,
 )
 from .inputs import ReplayInput, SharedOptions, prepare
+from .json_text import json_text
 from .options import shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
@@ -165,7 +165,7 @@ def replay_command(
         data = prepare(options)
         report = _run(data, show_progress=not as_json).report
         if as_json:
-            typer.echo(json.dumps(report.as_json(), indent=2))
+            typer.echo(json_text(report.as_json()))
         else:
             console = stdout_console()
             render_report(console, report, show_requests=requests)
@@ -232,7 +232,7 @@ def inspect_command(
             "(one before each assistant message)"
         )
     if as_json:
-        typer.echo(json.dumps(outcome.view, indent=2, ensure_ascii=False, default=str))
+        typer.echo(json_text(outcome.view, ensure_ascii=False, default=str))
         return
     family = data.token_family
     rows, left_out = describe_view(outcome.view, outcome.history, family=family)
@@ -252,7 +252,7 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
     report = outcome.report
     if as_json:
         changes = [dataclasses.asdict(d) for d in drops_at(report.drops, position)]
-        typer.echo(json.dumps({"position": position, "changes": changes}, indent=2))
+        typer.echo(json_text({"position": position, "changes": changes}))
         return
     family = report.token_family
     history_at = [r.history_messages for r in report.requests]
@@ -317,7 +317,7 @@ def sweep_command(
             "window": dataclasses.asdict(data.window) if data.window else None,
             "rows": sweep_json(found),
         }
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json_text(document))
         return
     console = stdout_console()
     render_sweep(console, found)
