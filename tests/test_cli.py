@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import Result
@@ -354,6 +354,32 @@ async def test_check_view_sees_the_whole_history(monkeypatch: pytest.MonkeyPatch
     await replay(messages, config=ContextConfig(), window=None)
     # A view before each assistant message, each checked against every message added so far.
     assert seen == [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+
+
+async def test_a_view_that_edits_the_last_views_final_message_is_not_prefix_stable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The manager's views are sticky, so the edit is made on its way out: at the third request
+    # the message the second view ended with goes out as an edited copy, while every message
+    # before it and every one added after it are the very same objects as before.
+    class EditsTheTail(SimpleContextManager):
+        views: ClassVar[list[list[dict[str, Any]]]] = []
+
+        async def get_messages_for_request(self, *args: Any, **kwargs: Any) -> list[Any]:
+            view = await super().get_messages_for_request(*args, **kwargs)
+            if len(self.views) == 2:
+                last = len(self.views[-1]) - 1
+                view = [*view[:last], {**view[last], "content": "edited"}, *view[last + 1 :]]
+            self.views.append(view)
+            return view
+
+    monkeypatch.setattr(engine_module, "SimpleContextManager", EditsTheTail)
+    messages = [{"role": "system", "content": "Be brief."}, *CHAT_MESSAGES * 3]
+    report = (await replay(messages, config=ContextConfig(), window=None)).report
+    assert len(report.requests) > 4 and not any(r.notice for r in report.requests)
+    # The fourth view sends the original again: a change too, and the views after it extend it.
+    stable = [r.prefix_stable for r in report.requests]
+    assert stable == [True, True, False, False] + [True] * (len(stable) - 4)
 
 
 def _without_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple._invariants import ViewChecker, shared_start
+from amplifier_module_context_simple._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 from amplifier_module_context_simple.replay.drops import DropTracker
 from amplifier_module_context_simple.replay.example_session import generate_session
 from amplifier_module_context_simple.replay.host_check import HostModelCheck
@@ -71,6 +72,20 @@ def test_the_tally(steps: list[Step]) -> None:
     counting, told = ViewTally(None, {}), ViewTally(None, {})
     for view, _, shared in steps:
         assert told.sums(view, shared=shared) == counting.sums(view)
+
+
+def test_the_tally_adds_up_every_view_whole(steps: list[Step]) -> None:
+    # Its running totals against the sums over each whole view.
+    tally = ViewTally(None, {})
+    shortened = 0
+    for view, _, shared in steps:
+        sums = tally.sums(view, shared=shared)
+        assert sums.tokens == sum(estimate_message_tokens(m) for m in view)
+        assert sums.shortened == sum(bool(m.get(TRUNCATED_KEY)) for m in view)
+        assert sums.repaired == sum(bool(m.get(REPAIRED_KEY)) for m in view)
+        assert sums.stubs == sum(bool(m.get(STUBBED_KEY)) for m in view)
+        shortened += sums.shortened
+    assert shortened, "some views shorten results, so the counts are not vacuous"
 
 
 def test_the_drop_tracker(steps: list[Step]) -> None:

@@ -24,7 +24,6 @@ No third-party dependency: the command line, tables and plots live in the siblin
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -164,7 +163,7 @@ async def replay(
                 record.request = len(report.requests) + 1
                 record.at_message = position
                 record.level = manager.compaction_level
-                record.prefix_stable = _extends(previous_prefix, view, record.notice)
+                record.prefix_stable = _extends(previous_prefix, view, record.notice, shared)
                 record.repairs = _count_kinds(manager.view_repairs)
                 record.overhead_tokens = analysis.observe(
                     record.request, record.budget, view, pending, view_tokens=record.view_tokens
@@ -298,17 +297,24 @@ def _record(
 
 
 def _extends(
-    previous: Sequence[Mapping[str, Any]] | None, view: Sequence[Mapping[str, Any]], notice: bool
+    previous: Sequence[Mapping[str, Any]] | None,
+    view: Sequence[Mapping[str, Any]],
+    notice: bool,
+    shared: int,
 ) -> bool:
-    """Whether the view without its notice begins with ``previous`` (the first always does)."""
+    """Whether the view without its notice begins with ``previous`` (the first always does).
+
+    ``previous`` is the head of the last view, and ``shared`` how many of that view's
+    messages this one re-sends as the very same objects (``shared_start``).
+    """
     if previous is None:
         return True
-    prefix = view[:-1] if notice else view
-    if len(prefix) < len(previous):
+    if len(view) - notice < len(previous):
         return False
-    # Identity first, at C speed: a sticky view re-sends the very objects of the one before.
-    if all(map(operator.is_, previous, prefix)):
+    # A sticky view re-sends the very objects of the one before: nothing left to compare.
+    if shared >= len(previous):
         return True
+    prefix = view[:-1] if notice else view
     return all(a is b or a == b for a, b in zip(previous, prefix, strict=False))
 
 

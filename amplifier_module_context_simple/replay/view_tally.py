@@ -43,11 +43,10 @@ class ViewTally:
         self._family = family
         self._known = known
         self._view: list[Mapping[str, Any]] = []
-        self._tokens: list[int] = []
-        self._repaired: list[bool] = []
-        self._shortened: list[bool] = []
-        self._stubs: list[bool] = []
-        self._system_prompt: list[int] = []
+        # Per message of the latest view: tokens, repaired, shortened, stubbed, system prompt
+        # tokens (as ViewSums orders them), and each column's total.
+        self._columns: tuple[list[int], ...] = ([], [], [], [], [])
+        self._totals = [0, 0, 0, 0, 0]
         # Estimates of rendered messages by identity (held, so an id cannot be reused): a
         # compacted view re-sends many messages of the views before it.
         self._estimates: dict[int, tuple[Mapping[str, Any], int]] = {}
@@ -60,23 +59,27 @@ class ViewTally:
         if start == 0:
             self._earlier, self._estimates = self._estimates, {}
         added = view[start:]
-        self._tokens[start:] = [self._estimate(m) for m in added]
-        self._repaired[start:] = [bool(m.get(REPAIRED_KEY)) for m in added]
-        self._shortened[start:] = [bool(m.get(TRUNCATED_KEY)) for m in added]
-        self._stubs[start:] = [bool(m.get(STUBBED_KEY)) for m in added]
-        self._system_prompt[start:] = [
-            tokens if m.get("role") == "system" and id(m) not in self._known else 0
-            for m, tokens in zip(added, self._tokens[start:], strict=True)
-        ]
-        self._view = list(view)
-        # sum() over lists runs in C: the per-request cost is the added messages' estimates.
-        return ViewSums(
-            tokens=sum(self._tokens),
-            repaired=sum(self._repaired),
-            shortened=sum(self._shortened),
-            stubs=sum(self._stubs),
-            system_prompt=sum(self._system_prompt),
+        columns, totals = self._columns, self._totals
+        # Running totals: what the previous view had past the shared head is taken off and
+        # the added messages' figures put on, so a sticky request never sums the whole view.
+        for i, column in enumerate(columns):
+            totals[i] -= sum(column[start:])
+        tokens = [self._estimate(m) for m in added]
+        figures = (
+            tokens,
+            [bool(m.get(REPAIRED_KEY)) for m in added],
+            [bool(m.get(TRUNCATED_KEY)) for m in added],
+            [bool(m.get(STUBBED_KEY)) for m in added],
+            [
+                n if m.get("role") == "system" and id(m) not in self._known else 0
+                for m, n in zip(added, tokens, strict=True)
+            ],
         )
+        for i, (column, values) in enumerate(zip(columns, figures, strict=True)):
+            column[start:] = values
+            totals[i] += sum(values)
+        self._view = list(view)
+        return ViewSums(*totals)
 
     def _estimate(self, message: Mapping[str, Any]) -> int:
         key = id(message)
