@@ -24,6 +24,7 @@ from amplifier_module_context_simple.replay.drops import (
     Drop,
     PositionIndex,
     drops_at,
+    first_line,
     tool_names,
 )
 from amplifier_module_context_simple.replay.engine import replay
@@ -303,3 +304,17 @@ def test_a_call_stored_in_both_shapes_is_named_once() -> None:
     stored = {"role": "assistant", "content": [block, other], "tool_calls": [call]}
     assert tool_names(stored) == ["bash", "grep"]
     assert tool_names({"role": "assistant", "content": [block]}) == ["bash"]
+
+
+LINE_TEXT = st.text(
+    alphabet=st.sampled_from(list(" \t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\u00a0ab…"))
+)
+
+
+@settings(max_examples=300)
+@given(LINE_TEXT, st.integers(2, 12))
+def test_first_line_is_the_first_non_blank_line_stripped(text: str, limit: int) -> None:
+    # What str.splitlines() calls a line, whatever ends it (\r\n, \x85, \u2028 ...).
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    expected = line if len(line) <= limit else line[: limit - 1] + "…"
+    assert first_line({"role": "user", "content": text}, limit) == expected

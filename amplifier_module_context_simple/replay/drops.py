@@ -11,6 +11,7 @@ the view itself costs plus the messages added since the previous request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,9 +64,17 @@ def is_notice(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and metadata(message).get("source") == NOTICE_SOURCE
 
 
+# Where str.splitlines() ends a line: every one of these is white space to str.strip().
+_LINE_END = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def first_line(message: Mapping[str, Any], limit: int = FIRST_LINE_CHARS) -> str:
     """The message's first non-empty line of text, or what it calls when it has no text."""
-    line = next((s.strip() for s in text_of(message).splitlines() if s.strip()), "")
+    # The first line of the text without its leading white space (blank lines included), so
+    # a 100 KB tool result is not split into lines to read its first one.
+    text = text_of(message).lstrip()
+    end = _LINE_END.search(text)
+    line = (text if end is None else text[: end.start()]).rstrip()
     if not line:
         names = tool_names(message)
         line = f"calls {', '.join(names)}" if names else ""
