@@ -353,7 +353,7 @@ def _render_replays(out: _Out, replays: list[dict[str, Any]]) -> None:
                     f"{r['requests']:,}",
                     f"{r['compactions']:,}",
                     str(r["invalid_views"]),
-                    f"{r['seconds']:.1f} s",
+                    f"{r['seconds']:.2f} s",
                     f"{r['cpu_seconds']:.1f} s",
                     f"{r['peak_mb']:,.0f} MB",
                     _replay_verdict(r),
@@ -361,11 +361,15 @@ def _render_replays(out: _Out, replays: list[dict[str, Any]]) -> None:
             )
         out.table(
             "Replay of a generated transcript (`context-simple replay FILE --json`, a child "
-            "process; wall and CPU time, peak resident memory)",
+            "process; the fastest run's wall and CPU time, the largest peak resident memory)",
             ["transcript", "messages", "requests", "compactions", "invalid", "wall", "CPU",
              "peak", "target"],
             rows,
         )  # fmt: skip
+        for r in replays:
+            runs = ", ".join(f"{t:.2f} s" for t in r.get("all_seconds", []))
+            if runs:
+                out.line(f"{r['bytes'] / 1e6:,.1f} MB, every run: {runs}")
 
 
 def _replay_verdict(r: dict[str, Any]) -> str:
