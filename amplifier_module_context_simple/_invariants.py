@@ -226,9 +226,13 @@ def shared_start(previous: Sequence[object], view: Sequence[object]) -> int:
     The comparison is by identity at C speed (equal copies are other messages).
     """
     count = len(previous)
-    if count and len(view) >= count and all(map(operator.is_, previous, view)):
-        return count
-    if count > 1 and len(view) >= count - 1 and all(map(operator.is_, previous[:-1], view)):
+    if not count or len(view) < count - 1:
+        return 0
+    # One pass either way: when the last message is re-sent, anything that differs before it
+    # rules out both answers.
+    if len(view) >= count and previous[-1] is view[count - 1]:
+        return count if all(map(operator.is_, previous, view)) else 0
+    if count > 1 and all(map(operator.is_, itertools.islice(previous, count - 1), view)):
         return count - 1
     return 0
 

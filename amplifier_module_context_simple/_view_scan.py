@@ -40,14 +40,16 @@ def shape_of(message: Mapping[str, Any]) -> Shape:
     for source in raw_call_ids(message):
         named = [i for i in source if isinstance(i, str) and i]
         repeated += sorted({i for i in named if named.count(i) > 1})
+    role = message.get("role")
+    human, result = is_human_prompt(message), is_tool_result(message)
     return Shape(
-        role=message.get("role"),
+        role=role,
         calls=call_ids(message),
         results=result_ids(message),
         repeated=tuple(repeated),
-        human=is_human_prompt(message),
-        result=is_tool_result(message),
-        merges=merges_into_turn(message),
+        human=human,
+        result=result,
+        merges=_merges(role, human, result),
     )
 
 
@@ -174,10 +176,8 @@ def makes_calls(message: Mapping[str, Any]) -> bool:
 def merges_into_turn(message: Mapping[str, Any]) -> bool:
     """Lifted out (a system message) or merged into the user turn around it (a user-role
     message no person typed: hook reminders, the compaction notice)."""
-    if message.get("role") == "system":
-        return True
-    return (
-        message.get("role") == "user"
-        and not is_human_prompt(message)
-        and not is_tool_result(message)
-    )
+    return _merges(message.get("role"), is_human_prompt(message), is_tool_result(message))
+
+
+def _merges(role: object, human: bool, result: bool) -> bool:
+    return role == "system" or (role == "user" and not human and not result)
