@@ -176,10 +176,22 @@ def _relax(
 
 
 def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> frozenset[int]:
-    # Ascending, as the history: every position but the system messages and those left out.
-    visible = sorted(set(range(len(index.facts))).difference(index.system_positions, plan.removed))
-    count = math.ceil(len(visible) * share)
-    return frozenset(visible[len(visible) - count :]) if count else frozenset()
+    """The newest ``share`` of the positions still shown (system messages aside)."""
+    # Counted, then picked from the end: a compacted history is mostly left out, and listing
+    # what is shown would walk all of it on every escalation.
+    size, removed = len(index.facts), plan.removed
+    systems = set(index.system_positions)
+    in_range = not removed or max(removed) < size
+    left_out = len(removed) if in_range else sum(p < size for p in removed)
+    shown = size - left_out - sum(p not in removed for p in systems)
+    count = math.ceil(shown * share)
+    recent: list[int] = []
+    position = size - 1
+    while len(recent) < count:
+        if position not in removed and position not in systems:
+            recent.append(position)
+        position -= 1
+    return frozenset(recent)
 
 
 def _truncate(

@@ -257,6 +257,27 @@ async def test_extreme_pressure_stubs_a_long_non_prompt_user_message() -> None:
     assert stubs[0]["_original_length"] == len("context dump " * 900)
 
 
+async def test_the_recent_floor_counts_shown_messages_not_system_ones() -> None:
+    # All of the conversation is "recent": removal at level 3 may take nothing, so the one
+    # large early answer only goes at level 5, whose floor is the newest 60%. The system
+    # messages among the recent ones are not conversation: counted in, they would push the
+    # oldest answer out of the floor and let level 3 take it.
+    manager = SimpleContextManager(max_tokens=6_000, protected_recent=1.0)
+    await manager.add_message({"role": "system", "content": "Be brief."})
+    await manager.add_message({"role": "user", "content": "Summarise the log."})
+    await manager.add_message({"role": "assistant", "content": "log line " * 4_000})
+    for turn in range(8):
+        if turn in (3, 5):
+            await manager.add_message({"role": "system", "content": f"Rule {turn}."})
+        await manager.add_message({"role": "user", "content": f"Question {turn}?"})
+        await manager.add_message({"role": "assistant", "content": f"Answer {turn}."})
+    await manager.add_message({"role": "user", "content": "Last question?"})
+    view = await manager.get_messages_for_request()
+    assert manager.compaction_level == 5
+    assert not any("log line" in str(m.get("content")) for m in view)
+    assert check_view(view, history=manager.messages) == []
+
+
 # --- property: random conversations and budgets ----------------------------------------
 
 
