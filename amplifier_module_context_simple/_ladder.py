@@ -77,7 +77,6 @@ class Step:
     level: int
     decisions: Decisions
     usage: int
-    target_met: bool
     results_shortened: int = 0
     """Protected tool results the fit pass shortened in this escalation."""
     groups_removed: int = 0
@@ -131,8 +130,7 @@ def plan_escalation(
             mend_turns(plan, protected, policy.truncate_chars, open_tail)
         if plan.changed:
             level = max(base.level, rung.level)
-            step = Step(rung.level, plan.decisions(level, escalations), plan.usage,
-                        plan.usage <= target)  # fmt: skip
+            step = Step(rung.level, plan.decisions(level, escalations), plan.usage)
             # A caller that measures each step for real may send a corrected target back.
             corrected = yield step
             if corrected is not None:
@@ -145,7 +143,6 @@ def plan_escalation(
             FIT_LEVEL,
             plan.decisions(max(level, FIT_LEVEL), escalations),
             plan.usage,
-            plan.usage <= target,
             results_shortened=shortened,
             groups_removed=groups,
         )
