@@ -26,6 +26,7 @@ __all__ = [
     "plan_escalation",
 ]
 
+import itertools
 import math
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -195,12 +196,14 @@ def _truncate(
     plan: WorkingPlan, protected: frozenset[int], share: float, target: int, keep_chars: int
 ) -> None:
     index = plan.index
-    # The tool results still shown and not protected, oldest first (set algebra runs in C).
-    candidates = sorted(
-        set(index.tool_result_positions).difference(
-            plan.removed, protected, plan.stubbed, index.pairing.orphans
-        )
-    )
+    # The tool results still shown and not protected, oldest first: what is left out is
+    # skipped in C, the few shown ones are looked at.
+    orphans = index.pairing.orphans
+    candidates = [
+        p
+        for p in itertools.filterfalse(plan.removed.__contains__, index.tool_result_positions)
+        if p not in protected and p not in plan.stubbed and p not in orphans
+    ]
     limit = math.ceil(len(candidates) * share)
     for position in candidates[:limit]:
         if plan.usage <= target:
@@ -220,17 +223,18 @@ def _truncate(
 def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
     """Removal units oldest first: a whole tool-call group, or a single message.
 
-    The heads are fixed when the walk starts: what ``_remove`` takes out meanwhile is the
-    unit just yielded, whose results are owned positions (never heads) anyway.
+    The walk reads ``removed`` as it goes, and finds the heads it would have found at its
+    start: what ``_remove`` takes out meanwhile is the unit just yielded, whose results are
+    owned positions (never heads) anyway.
     """
     pairing = index.pairing
-    heads = set(range(len(index.facts))).difference(
-        index.system_positions,
-        plan.removed,
-        pairing.owner_of,
-        pairing.orphans,  # never rendered: removing it saves nothing
-    )
-    for position in sorted(heads):
+    systems = set(index.system_positions)
+    # What is left out is skipped in C; of the rest, orphans are never rendered (removing one
+    # saves nothing) and owned results go with their call.
+    shown = itertools.filterfalse(plan.removed.__contains__, range(len(index.facts)))
+    for position in shown:
+        if position in systems or position in pairing.owner_of or position in pairing.orphans:
+            continue
         if index.facts[position].calls:
             yield (position, *pairing.results_of.get(position, ()))
         else:

@@ -9,6 +9,7 @@ touched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,10 +163,6 @@ def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str,
     return copy
 
 
-_SPARSE_RANGE = 256
-"""Ranges longer than this drop their left-out positions before the walk."""
-
-
 class RenderResult:
     """A rendered stretch of history: the messages, their token total and what was repaired."""
 
@@ -197,11 +194,9 @@ def render_range(
     """
     out = RenderResult()
     facts = index.facts
-    positions: Iterable[int] = range(start, stop)
-    if stop - start > _SPARSE_RANGE and decisions.removed:
-        # A whole history after a compaction is mostly left out: skip that part in C.
-        positions = sorted(set(positions).difference(decisions.removed))
     removed, pairing = decisions.removed, index.pairing
+    # A whole history after a compaction is mostly left out: skip that part in C.
+    positions: Iterable[int] = itertools.filterfalse(removed.__contains__, range(start, stop))
     for position in positions:
         fact = facts[position]
         if fact.role == "system" or position in removed:
