@@ -157,8 +157,7 @@ def replay_command(
 ) -> None:
     """Replay a transcript (default: a built-in example) and report budget and compactions.
 
-    Exit status: 0 done; 1 a problem with the input or options; 2 usage error; 3 internal error;
-    4 (with --check) a provider would refuse at least one view.
+    Exit status: 0 done, 1 bad input or options, 2 usage, 3 internal, 4 a view refused (--check).
     """
     pyplot = pyplot_for(plot) if plot is not None else None
     # Reading, replaying and reporting: see _collector_paused. Nothing after the report
@@ -213,8 +212,10 @@ def inspect_command(
         typer.Option("--json", help="Print the view itself (with --why: its changes) as JSON."),
     ] = False,
 ) -> None:
-    """Show the exact view the model received at request N (roles, sizes, markers, what it left
-    out), or with --why POSITION what the views did to one message."""
+    """Show the exact view of request N, or with --why POSITION what the views did to one message.
+
+    Lists the view's roles, sizes and markers, and the history messages it left out.
+    """
     if at is None and why is None:
         raise CliError("give --at N (a request) or --why POSITION (a history message)")
     if at is not None and why is not None:
@@ -295,8 +296,10 @@ def sweep_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Replay once per setting and compare: compactions, cache breaks, peak share of the window
-    and views a provider would refuse, one row per combination of the listed values."""
+    """Replay once per setting and compare, one row per combination of the listed values.
+
+    Each row: compactions, cache breaks, peak share of the window, views a provider would refuse.
+    """
     given = {"compact_threshold": thresholds, "target_usage": targets, "max_tokens": caps}
     try:
         lists = {k: parse_values(k, text) for k, text in given.items() if text is not None}
