@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import re
@@ -217,3 +218,16 @@ def test_plot_into_a_read_only_directory_is_refused(
     calls = _refuse_to_replay(monkeypatch)
     result = run("replay", "--plot", str(folder / "chart.svg"))
     assert result.exit_code == 1 and "not writable" in result.stderr and calls == []
+
+
+@pytest.mark.parametrize("command", [c.name for c in app.registered_commands])
+def test_a_commands_help_paragraphs_are_single_lines(command: str | None) -> None:
+    # The help keeps every line break of a docstring paragraph, so a paragraph wrapped in the
+    # source breaks mid-sentence on screen (the commands panel shows the first one).
+    callback = next(c.callback for c in app.registered_commands if c.name == command)
+    assert callback is not None and callback.__doc__
+    for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
+        assert "\n" not in paragraph.strip(), f"{command}: {paragraph!r}"
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    first = inspect.cleandoc(callback.__doc__).split("\n\n")[0]
+    assert " ".join(first.split()) in " ".join(result.stdout.split())
