@@ -453,6 +453,12 @@ def test_the_1m_window_needs_the_provider_flag_in_any_recorded_form() -> None:
         window = known_window(MODEL, {"enable_1m_context": off})
         assert window is not None and window.context_window == 200_000
     assert known_window("claude-sonnet-4-5-20250929", {}) is not None
+    sonnet46 = known_window("claude-sonnet-4-6", {"enable_1m_context": "true"})
+    assert sonnet46 is not None and (sonnet46.context_window, sonnet46.max_output_tokens) == (
+        1_000_000, 128_000,
+    )  # fmt: skip
+    sonnet45 = known_window("claude-sonnet-4-5-20250929", {})
+    assert sonnet45 is not None and sonnet45.max_output_tokens == 64_000
     assert known_window("openai/gpt-4o-mini") == known_window("gpt-4o")
     gpt5 = known_window("gpt-5")
     assert gpt5 is not None and (gpt5.context_window, gpt5.max_output_tokens) == (400_000, 128_000)

@@ -48,7 +48,10 @@ KNOWN_WINDOWS: tuple[KnownWindow, ...] = (
     # context window (docs.anthropic.com/en/docs/build-with-claude/context-windows), opt-in per
     # request, which provider-anthropic sends when its enable_1m_context is on.
     # Opus 4.6 and later: 200K (1M opt-in), 128K max output (the recorded opus-4-8 session
-    # asks for max_tokens 128,000, which agrees).
+    # asks for max_tokens 128,000, which agrees). Cross-checked, 2026-12-01, against the table
+    # litellm 1.110.2 ships (model_prices_and_context_window.json, on PyPI): 1,000,000 input
+    # and 128,000 output for opus-4-6, 4-7, 4-8 and sonnet-4-6; 200,000 and 64,000 for
+    # opus-4-5, sonnet-4-5 and haiku-4-5. It does not say which windows are opt-in.
     KnownWindow("claude-opus-4-8", 200_000, 128_000),
     KnownWindow("claude-opus-4-8", 1_000_000, 128_000, needs=_ONE_M),
     KnownWindow("claude-opus-4-7", 200_000, 128_000),
@@ -58,7 +61,10 @@ KNOWN_WINDOWS: tuple[KnownWindow, ...] = (
     # Opus 4.5: 200K, 64K out; Opus 4 and 4.1: 200K, 32K out.
     KnownWindow("claude-opus-4-5", 200_000, 64_000),
     KnownWindow("claude-opus-4", 200_000, 32_000),
-    # Sonnet 4, 4.5 and later 4.x: 200K (1M opt-in), 64K out.
+    # Sonnet 4.6: 200K (1M opt-in, as for Opus 4.6), 128K out.
+    KnownWindow("claude-sonnet-4-6", 200_000, 128_000),
+    KnownWindow("claude-sonnet-4-6", 1_000_000, 128_000, needs=_ONE_M),
+    # Sonnet 4 and 4.5: 200K (1M opt-in), 64K out.
     KnownWindow("claude-sonnet-4", 200_000, 64_000),
     KnownWindow("claude-sonnet-4", 1_000_000, 64_000, needs=_ONE_M),
     # Haiku 4.5: 200K, 64K out.
@@ -68,7 +74,9 @@ KNOWN_WINDOWS: tuple[KnownWindow, ...] = (
     KnownWindow("gpt-4o", 128_000, 16_384),
     # GPT-4.1 (and mini, nano): 1,047,576 / 32,768.
     KnownWindow("gpt-4.1", 1_047_576, 32_768),
-    # GPT-5 (and mini, nano): 400,000 / 128,000.
+    # GPT-5 (and mini, nano): 400,000 / 128,000, of which at most 272,000 input (litellm:
+    # max_input_tokens 272,000). The budget this row gives (the window less half the output)
+    # is above that input ceiling; a replay flags the views past it as refused.
     KnownWindow("gpt-5", 400_000, 128_000),
 )
 
