@@ -10,7 +10,7 @@ touched.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,10 +196,9 @@ def render_range(
     facts = index.facts
     removed, pairing = decisions.removed, index.pairing
     # A whole history after a compaction is mostly left out: skip that part in C.
-    positions: Iterable[int] = itertools.filterfalse(removed.__contains__, range(start, stop))
-    for position in positions:
+    for position in itertools.filterfalse(removed.__contains__, range(start, stop)):
         fact = facts[position]
-        if fact.role == "system" or position in removed:
+        if fact.role == "system":
             continue
         if position in pairing.owner_of:
             continue  # emitted together with its call
