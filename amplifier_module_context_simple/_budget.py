@@ -1,21 +1,45 @@
 """Where the request budget comes from, and how it is reported.
 
-``derive_budget`` turns "what does this provider offer?" into one number plus its
-provenance. Sources are tried in a fixed order and the first usable one answers:
+The budget is what the view (the messages this module hands out) may take of a request.
+A provider checks the whole request, so the budget is the window less everything else the
+request carries or asks for:
 
-1. an explicit ``token_budget`` from the caller (``explicit``);
+    input room = window - output held back - safety margin
+    budget     = min(input room, max_tokens) - tool definitions - learned overhead
+
+This amends the spec's ``window - 0.5 * max_output - 4096``, which covered neither the output
+a provider really requests nor the tools the orchestrator sends with every request. The
+configured ``max_tokens`` caps what the request's input may take ("compact as if the window
+were this large"), so the tools and the overhead come off a cap too.
+
+* **Output held back**: what the provider will put in ``max_tokens``, times
+  ``output_reserve_fraction`` (default 1.0): the request's own ``max_output_tokens`` when the
+  orchestrator names one; else the model's ``defaults["max_tokens"]`` in ``get_model_info()``;
+  else, from ``get_info().defaults``, its ``max_tokens`` (unless the provider is one known to
+  publish there a figure it does not send, see ``UNSENT_DEFAULT_OUTPUT``) or the model's
+  ``max_output_tokens``. A window without any output figure holds back a quarter of itself, at
+  most ``ASSUMED_OUTPUT_CAP``. Whatever is held back, the input keeps at least a quarter of the
+  window, so a window too small for the formula still gets a budget inside it.
+* **Safety margin**: ``SAFETY_MARGIN_TOKENS``, or a sixteenth of a smaller window: framing and
+  estimator error before the provider's first reading.
+* **Tool definitions**: the caller's estimate of the tools every request carries.
+* **Learned overhead**: what the provider's readings showed beyond the view and the tools
+  (hook injections, provider framing), never negative and at most the window.
+
+Sources are tried in a fixed order and the first usable one answers:
+
+1. an explicit ``token_budget`` from the caller (``explicit``), taken as the view's budget;
 2. the provider's ``get_model_info()`` (``provider_model_info``);
 3. the ``defaults`` of the provider's ``get_info()`` (``provider_defaults``);
-4. the configured ``max_tokens_fallback`` (``max_tokens_fallback``).
+4. the configured ``max_tokens_fallback`` (``max_tokens_fallback``), only when no window is
+   published at all.
 
-A provider source needs both ``context_window`` and ``max_output_tokens`` as positive
-ints; its budget is the window minus the reserved share of the output limit minus a fixed
-safety margin. A source that is missing, raises, publishes unusable values or yields a
-non-positive budget is skipped with a log line, so a misbehaving provider can never fail
-a request here. The configured ``max_tokens`` then caps the result on every path.
+A source that is missing, raises or publishes unusable values is skipped with a log line, so
+a misbehaving provider can never fail a request here. When the overhead alone leaves the view
+no room the budget is one token and ``Budget.starved`` says so: the caller warns or fails.
 
 ``BudgetEventGate`` remembers the last payload the caller emitted so the budget event
-is only sent when the number (or its provenance) actually changes.
+is only sent when the number (or one of its parts) actually changes.
 """
 
 from __future__ import annotations
@@ -23,21 +47,26 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
 from ._numbers import is_int, is_number
 
 __all__ = [
+    "ASSUMED_OUTPUT_CAP",
+    "MIN_INPUT_SHARE",
     "PROVIDER_WARNINGS",
     "SAFETY_MARGIN_TOKENS",
+    "UNSENT_DEFAULT_OUTPUT",
     "Budget",
     "BudgetEventGate",
     "BudgetSource",
+    "OutputSource",
     "WarnOnce",
     "context_length_error",
     "derive_budget",
+    "safety_margin",
 ]
 
 logger = logging.getLogger(__name__)
@@ -45,15 +74,34 @@ logger = logging.getLogger(__name__)
 BudgetSource = Literal[
     "explicit", "provider_model_info", "provider_defaults", "max_tokens_fallback"
 ]
+OutputSource = Literal[
+    "request", "model_defaults", "provider_defaults", "max_output_tokens", "assumed"
+]
+"""Where the output figure came from: the request's ``max_output_tokens``, the model's
+``defaults["max_tokens"]``, ``get_info().defaults["max_tokens"]``, the model's max output, or
+a share of the window when nothing was published."""
 
-# Headroom for what the estimate does not see (request framing, tool schemas, rounding).
+# Headroom for what neither the estimate nor the readings see yet (request framing, estimator
+# error before the first reading, rounding); a sixteenth of windows smaller than 64K.
 SAFETY_MARGIN_TOKENS = 4096
+#: Provider ids whose ``get_info().defaults["max_tokens"]`` is not what they send: Amplifier's
+#: Anthropic provider publishes 4096 there and sends the model's whole max output.
+UNSENT_DEFAULT_OUTPUT: frozenset[str] = frozenset({"anthropic"})
+#: A window with no output figure holds back a quarter of itself, at most this.
+ASSUMED_OUTPUT_CAP = 32_768
+#: Whatever the output figure, the input keeps at least this share of the window.
+MIN_INPUT_SHARE = 0.25
 
 _PROVIDER_SOURCES: frozenset[str] = frozenset({"provider_model_info", "provider_defaults"})
 
 # derive_budget runs before every request, so a provider that is broken stays broken for
 # the whole session. Each distinct problem is logged once at WARNING, then at DEBUG.
 _WARNED_LIMIT = 256
+
+
+def safety_margin(context_window: int) -> int:
+    """The margin held back from ``context_window`` for what nothing measures yet."""
+    return min(SAFETY_MARGIN_TOKENS, context_window // 16)
 
 
 class WarnOnce:
@@ -87,6 +135,7 @@ class Budget:
     context_window: int | None
     max_output_tokens: int | None
     reserved_output: int | None
+    """The output tokens held back from the window (None without a provider window)."""
     derived_budget: int
     max_tokens: int | None
     max_tokens_fallback: int
@@ -94,6 +143,36 @@ class Budget:
     effective_budget: int
     # Best-effort model identity for callers that tune by model family; not reported.
     model_name: str | None = None
+    requested_output: int | None = None
+    """What the provider will ask for as output (before ``output_reserve_fraction``)."""
+    output_source: OutputSource | None = None
+    margin: int = 0
+    tool_definitions_tokens: int = 0
+    learned_overhead_tokens: int = 0
+    starved: bool = False
+    """The output, margin, tools and learned overhead alone leave the view no room."""
+
+    @property
+    def request_budget(self) -> int:
+        """What the whole input of the request may take (the unit of a provider's count):
+        the budget plus what it held back for tool definitions and learned overhead."""
+        return self.effective_budget + self.tool_definitions_tokens + self.learned_overhead_tokens
+
+    def parts_text(self) -> str:
+        """The budget's arithmetic in words, for warnings and errors."""
+        if self.context_window is None:
+            text = f"the budget is {self.effective_budget:,} tokens ({self.source})"
+        else:
+            text = (
+                f"the {self.context_window:,}-token window less {self.reserved_output or 0:,} "
+                f"for the output the provider asks for, {self.margin:,} safety margin, "
+                f"{self.tool_definitions_tokens:,} for tool definitions and "
+                f"{self.learned_overhead_tokens:,} of learned overhead (injections, framing) "
+                f"leaves {self.derived_budget:,} for the messages"
+            )
+        if self.capped:
+            text += f", capped by max_tokens {self.max_tokens:,}"
+        return text
 
     def payload(self) -> dict[str, Any]:
         """Return the JSON-safe ``context:budget`` event payload.
@@ -104,8 +183,13 @@ class Budget:
         if self.source in _PROVIDER_SOURCES:
             payload["context_window"] = self.context_window
             payload["max_output_tokens"] = self.max_output_tokens
+            payload["requested_output"] = self.requested_output
+            payload["output_source"] = self.output_source
             payload["reserved_output"] = self.reserved_output
+            payload["safety_margin"] = self.margin
         payload.update(
+            tool_definitions_tokens=self.tool_definitions_tokens,
+            learned_overhead_tokens=self.learned_overhead_tokens,
             derived_budget=self.derived_budget,
             max_tokens=self.max_tokens,
             max_tokens_fallback=self.max_tokens_fallback,
@@ -115,6 +199,14 @@ class Budget:
         return payload
 
 
+HeldBack = Callable[[str | None], tuple[int, int]]
+"""For a model name: (tool definition tokens, learned overhead tokens) to hold back."""
+
+
+def _nothing_held(_model: str | None) -> tuple[int, int]:
+    return 0, 0
+
+
 async def derive_budget(
     *,
     token_budget: int | None,
@@ -122,36 +214,60 @@ async def derive_budget(
     max_tokens: int | None,
     max_tokens_fallback: int,
     output_reserve_fraction: float,
+    requested_output: int | None = None,
+    held_back: HeldBack = _nothing_held,
 ) -> Budget:
     """Work out the effective budget for one request.
 
+    ``requested_output`` is the request's own ``max_output_tokens`` when the orchestrator
+    names one. ``held_back`` gives, for the model name, what the request carries besides the
+    view (tool definitions, learned overhead); it is subtracted on the provider paths only.
     Raises ``ValueError`` only for caller bugs (an invalid explicit budget or invalid
     configuration values); provider problems are logged and skipped.
     """
     _require_positive_int("max_tokens_fallback", max_tokens_fallback)
     if max_tokens is not None:
         _require_positive_int("max_tokens", max_tokens)
+    if requested_output is not None:
+        _require_positive_int("max_output_tokens", requested_output)
     _require_fraction(output_reserve_fraction)
 
     def finish(
         source: BudgetSource,
-        derived: int,
+        room: int,
         window: _Window | None = None,
         model_name: str | None = None,
+        held: tuple[int, int] = (0, 0),
     ) -> Budget:
-        capped = max_tokens is not None and max_tokens < derived
+        # ``room`` is what the request's input may take (the explicit or fallback budget
+        # itself); ``max_tokens`` caps that, and what the request carries besides the view
+        # comes off both.
+        aside = held[0] + held[1]
+        capped = max_tokens is not None and max_tokens < room
+        allowed = min(room, max_tokens) if max_tokens is not None else room
         return Budget(
             source=source,
             context_window=window.context_window if window else None,
             max_output_tokens=window.max_output_tokens if window else None,
             reserved_output=window.reserved_output if window else None,
-            derived_budget=derived,
+            derived_budget=max(room - aside, 1),
             max_tokens=max_tokens,
             max_tokens_fallback=max_tokens_fallback,
             capped=capped,
-            effective_budget=min(derived, max_tokens) if max_tokens is not None else derived,
+            effective_budget=max(allowed - aside, 1),
             model_name=model_name,
+            requested_output=window.requested_output if window else None,
+            output_source=window.output_source if window else None,
+            margin=window.margin if window else 0,
+            tool_definitions_tokens=held[0],
+            learned_overhead_tokens=held[1],
+            starved=allowed - aside <= 0,
         )
+
+    def on_window(source: BudgetSource, window: _Window, name: str | None) -> Budget:
+        tools, learned = held_back(name)
+        learned = min(max(0, learned), window.context_window)
+        return finish(source, window.input_limit, window, name, (tools, learned))
 
     if token_budget is not None:
         _require_positive_int("token_budget", token_budget)
@@ -163,17 +279,25 @@ async def derive_budget(
 
     model_info = await _call_optional(provider, "get_model_info")
     name = _name_from(model_info, ("model", "name", "id"))
-    window = _window_from(model_info, "get_model_info()", output_reserve_fraction)
+    window = _window_from(
+        model_info, "get_model_info()", output_reserve_fraction, requested_output, trusted=True
+    )
     if window is not None:
-        return finish("provider_model_info", window.budget, window, name)
+        return on_window("provider_model_info", window, name)
 
     provider_info = await _call_optional(provider, "get_info")
     defaults = _field(provider_info, "defaults")
     if name is None:
         name = _provider_info_name(provider_info, defaults)
-    window = _window_from(defaults, "get_info().defaults", output_reserve_fraction)
+    window = _window_from(
+        defaults,
+        "get_info().defaults",
+        output_reserve_fraction,
+        requested_output,
+        trusted=not _publishes_unsent_output(provider, provider_info),
+    )
     if window is not None:
-        return finish("provider_defaults", window.budget, window, name)
+        return on_window("provider_defaults", window, name)
 
     # The provider should publish its window; falling back here is its bug, so say so.
     _warn(
@@ -227,9 +351,13 @@ class BudgetEventGate:
 @dataclass(frozen=True)
 class _Window:
     context_window: int
-    max_output_tokens: int
+    max_output_tokens: int | None
+    requested_output: int
+    output_source: OutputSource
     reserved_output: int
-    budget: int
+    margin: int
+    input_limit: int
+    """What the whole input may take: the window less the held-back output and the margin."""
 
 
 def _warn(message: str, *args: object) -> None:
@@ -292,36 +420,74 @@ async def _call_optional(provider: object, method_name: str, *, quiet: bool = Fa
         return None
 
 
-def _window_from(source: object, where: str, fraction: float) -> _Window | None:
+def _window_from(
+    source: object,
+    where: str,
+    fraction: float,
+    requested: int | None,
+    *,
+    trusted: bool,
+) -> _Window | None:
+    """The window ``source`` publishes, with the output held back from it.
+
+    ``trusted``: whether the source's ``max_tokens`` is what the provider really sends.
+    """
     if source is None:
         return None
     window = _field(source, "context_window")
     max_output = _field(source, "max_output_tokens")
     if window is None and max_output is None:
         return None  # this source simply does not publish a window
-    if not (_is_positive_int(window) and _is_positive_int(max_output)):
-        # Both are needed for the formula; guessing the output share could overflow.
+    if not _is_positive_int(window):
+        _warn("Ignoring %s: context_window=%r is not a positive integer", where, window)
+        return None
+    if max_output is not None and not _is_positive_int(max_output):
         _warn(
-            "Ignoring %s: context_window=%r and max_output_tokens=%r must both be "
-            "positive integers",
+            "Ignoring %s's max_output_tokens=%r (not a positive integer); holding back an "
+            "assumed output",
             where,
-            window,
             max_output,
         )
-        return None
-    reserved = int(max_output * fraction)
-    budget = window - reserved - SAFETY_MARGIN_TOKENS
-    if budget <= 0:
-        _warn(
-            "Ignoring %s: context_window=%d leaves no budget after reserving %d output "
-            "tokens and a %d-token margin",
-            where,
-            window,
-            reserved,
-            SAFETY_MARGIN_TOKENS,
-        )
-        return None
-    return _Window(window, max_output, reserved, budget)
+        max_output = None
+    output, output_source = _output_figure(source, max_output, window, requested, trusted)
+    margin = safety_margin(window)
+    reserved = math.ceil(output * fraction)
+    # However large the output figure, the input keeps a share of the window: a provider
+    # that really sends its whole window as max_tokens refuses everything anyway.
+    floor = math.ceil(window * MIN_INPUT_SHARE)
+    reserved = max(0, min(reserved, window - margin - floor))
+    return _Window(
+        context_window=window,
+        max_output_tokens=max_output,
+        requested_output=output,
+        output_source=output_source,
+        reserved_output=reserved,
+        margin=margin,
+        input_limit=window - reserved - margin,
+    )
+
+
+def _output_figure(
+    source: object, max_output: int | None, window: int, requested: int | None, trusted: bool
+) -> tuple[int, OutputSource]:
+    """What the provider will ask for as output, and where that figure came from."""
+    if requested is not None:
+        return requested, "request"
+    defaults = _field(source, "defaults")
+    sent = _field(defaults, "max_tokens") if isinstance(defaults, Mapping) else None
+    if _is_positive_int(sent):
+        return sent, "model_defaults"  # a ModelInfo's own defaults: what it sends
+    sent = _field(source, "max_tokens")
+    if trusted and _is_positive_int(sent):
+        return sent, "provider_defaults"
+    if max_output is not None:
+        return max_output, "max_output_tokens"
+    return min(window // 4, ASSUMED_OUTPUT_CAP), "assumed"
+
+
+def _publishes_unsent_output(provider: object, provider_info: object) -> bool:
+    names = (_field(provider_info, "id"), _field(provider, "name"))
+    return any(isinstance(n, str) and n.strip().lower() in UNSENT_DEFAULT_OUTPUT for n in names)
 
 
 def _name_from(source: object, keys: tuple[str, ...]) -> str | None:

@@ -202,9 +202,11 @@ class ContextConfig:
     )
     compaction_notice_min_level: int = _key(1, _any_int)
     output_reserve_fraction: float = _key(
-        0.5,
+        1.0,
         _fraction(allow_zero=True),
-        CommandLineOption("Share of max output held back", flag="--output-reserve"),
+        CommandLineOption(
+            "Share of the output the provider asks for held back", flag="--output-reserve"
+        ),
     )
     token_meter: str = _key("estimate", _meter_mode, CommandLineOption("estimate or actual"))
     max_tool_result_bytes: int = _key(

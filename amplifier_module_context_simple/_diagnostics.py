@@ -10,6 +10,7 @@ __all__ = [
 
 import logging
 
+from ._budget import Budget
 from ._project import PAIRING_KINDS
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class Diagnostics:
         self._warned_for: object = None
         self._over_budget_for: object = None
         self._warned_overhead: int | None = None
+        self._starved_for: object = None
 
     def report_repairs(self, repaired: list[str]) -> None:
         """What the view repaired: unpaired tool messages, and projections onto the host model.
@@ -104,8 +106,25 @@ class Diagnostics:
             why,
         )
 
-    def warn_if_over_budget(self, decisions: object, *, view_tokens: int, budget: int) -> None:
-        """The floor alone does not fit: the view goes out over the budget (once per decisions)."""
+    def warn_if_over_budget(
+        self, decisions: object, *, view_tokens: int, budget: int, parts: Budget | None = None
+    ) -> None:
+        """The floor alone does not fit: the view goes out over the budget (once per decisions).
+
+        When what the request carries besides the view (output, tool definitions, learned
+        overhead) leaves it no room at all, that is the warning instead, once per figures.
+        """
+        if parts is not None and parts.starved:
+            key = parts.payload()
+            if key != self._starved_for:
+                self._starved_for = key
+                logger.warning(
+                    "context-simple: no view can fit this request: %s; the provider will "
+                    "refuse it - send fewer or smaller tools, ask for less output, or use a "
+                    "larger window",
+                    parts.parts_text(),
+                )
+            return
         if view_tokens <= budget or decisions is self._over_budget_for:
             return
         self._over_budget_for = decisions

@@ -59,7 +59,7 @@ class SimpleContextManager:
         compaction_notice_token_reserve: int = 800,
         compaction_notice_verbosity: str = "normal",
         compaction_notice_min_level: int = 1,
-        output_reserve_fraction: float = 0.5,
+        output_reserve_fraction: float = 1.0,
         token_meter: str = "estimate",
         max_tool_result_bytes: int = 131_072,
         token_family: str | None = None,
@@ -124,17 +124,34 @@ class SimpleContextManager:
         """Register an async callable whose text becomes the view's first system message."""
         self._planner.system_prompt.factory = factory
 
+    def set_tool_definitions(self, tools: Iterable[Any] | Callable[[], Any] | None) -> None:
+        """Tell the budget which tool definitions every request will carry.
+
+        ``tools`` is a list (tool objects with ``name``, ``description`` and ``input_schema``,
+        or definitions as a provider receives them), a callable returning the current tools
+        (``mount`` passes the coordinator's mounted tools this way), or ``None`` for none.
+        Their estimate is held back from the budget and recomputed only when the set changes.
+        """
+        self._planner.tools.use(tools)
+
     async def get_messages_for_request(
-        self, token_budget: int | None = None, provider: Any = None
+        self,
+        token_budget: int | None = None,
+        provider: Any = None,
+        *,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]]:
         """The provider-facing view for the next request (a new list, history unchanged).
 
+        ``max_output_tokens`` is the output the request will ask for, when the orchestrator
+        sets one; otherwise the budget holds back what the provider publishes it sends.
         Protection wins over the target here: when protected content alone is too large the
         view is returned anyway, with a warning. Orchestrators that want a hard ceiling use
         ``get_messages_for_request_retaining(..., hard_fit=True)``, which fails closed.
         """
         pipeline = self._pipeline
-        plan = pipeline.plan(await pipeline.scope(token_budget, provider))
+        scope = await pipeline.scope(token_budget, provider, requested_output=max_output_tokens)
+        plan = pipeline.plan(scope)
         await pipeline.deliver(plan)
         return plan.view  # type: ignore[return-value]
 
@@ -145,12 +162,14 @@ class SimpleContextManager:
         provider: Any = None,
         token_budget: int | None = None,
         hard_fit: bool = False,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]]:
         """A view that keeps the named reminder envelopes whole (``context.request_retention``).
 
         ``hard_fit`` targets the budget itself instead of ``target_usage``. Raises
         ``ValueError`` for a body that was never admitted and ``ContextLengthError`` when the
-        required set cannot fit; either way nothing changes.
+        required set cannot fit (the tool definitions and output included); either way
+        nothing changes.
         """
         return await _retention.get_messages_for_request_retaining(
             self._pipeline,
@@ -158,6 +177,7 @@ class SimpleContextManager:
             provider=provider,
             token_budget=token_budget,
             hard_fit=hard_fit,
+            max_output_tokens=max_output_tokens,
         )
 
     async def get_measured_request_view(

@@ -193,7 +193,9 @@ async def _walk(
     """The measured passes: the planner's render, usage, ladder and statistics, counted."""
     planner, state = pipeline.planner, pipeline.state
     config, entry = planner.config, state.decisions
-    policy_budget, effective = scope.usable, scope.budget.effective_budget
+    # The orchestrator counts the whole request: tools and overhead included, so the trigger
+    # and the target are shares of the budget plus what it held back for them.
+    policy_budget, effective = scope.usable, scope.budget.request_budget
     trigger, target = config.trigger(effective), config.target(effective)
     base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
     meter_stats = planner.usage(scope, scope.system_tokens + body.tokens, base_tokens, state.meter)
@@ -314,6 +316,8 @@ class _Staged:
             repaired=list(repaired),
             size_model=fit_size_model(pairs or []),
             covered=self.base_tokens,
+            # Sized on the orchestrator's counts: real units, the held-back parts included.
+            real_budget=self.scope.budget.request_budget if pairs else None,
         )
 
 

@@ -91,10 +91,31 @@ class _MeterState:
     pairs: tuple[tuple[int, int], ...]
     model: SizeModel
     recent: tuple[int, ...] = ()
+    pending_accounted: int | None = None
+    learned_overhead: int = 0
 
 
 RECENT_READINGS = 16
 """Readings remembered by value, so a rollback can re-apply those that arrived meanwhile."""
+
+#: The learned overhead moves in steps of this many tokens, and comes down only when the
+#: excess falls by more than a step or ``OVERHEAD_DROP_SHARE`` of it: a session's budget then
+#: changes a handful of times, not on every reading.
+OVERHEAD_STEP = 256
+OVERHEAD_DROP_SHARE = 0.10
+
+
+def learned_overhead(held: int, excess: int) -> int:
+    """The overhead to hold back after a reading showed ``excess`` over what was accounted.
+
+    Raised at once to ``excess`` (rounded up to ``OVERHEAD_STEP``); lowered only when the
+    excess falls clearly below what is held. Never negative.
+    """
+    excess = max(0, excess)
+    stepped = -(-excess // OVERHEAD_STEP) * OVERHEAD_STEP
+    if stepped > held or held - excess > max(OVERHEAD_STEP, OVERHEAD_DROP_SHARE * held):
+        return stepped
+    return held
 
 
 class TokenMeter:
@@ -132,6 +153,8 @@ class TokenMeter:
         self._pairs: tuple[tuple[int, int], ...] = ()
         self._model = IDENTITY
         self._recent: tuple[int, ...] = ()
+        self._pending_accounted: int | None = None
+        self._learned = 0
 
     # -- readings -------------------------------------------------------------------
 
@@ -164,6 +187,10 @@ class TokenMeter:
             self._pending_estimate = None
             self._anchor = (estimate, reading)
             self._add_pair(estimate, reading)
+            accounted = self._pending_accounted
+            self._pending_accounted = None
+            if accounted is not None:
+                self._learned = learned_overhead(self._learned, reading - accounted)
         elif not self._viewed:
             self._anchor = (None, reading)
 
@@ -210,18 +237,31 @@ class TokenMeter:
 
     # -- views and the size model ---------------------------------------------------
 
-    def note_request_estimate(self, estimate: int) -> None:
+    def note_request_estimate(self, estimate: int, *, accounted: int | None = None) -> None:
         """Our estimate of the view just handed out; the next reading answers it.
 
-        Pass the raw estimator figure of the view as sent. A later call replaces an
-        unanswered earlier view.
+        Pass the raw estimator figure of the view as sent. ``accounted`` is everything the
+        module can account for in that request (the view and the tool definitions it held
+        back); what the answering reading shows beyond it is the learned overhead. A later
+        call replaces an unanswered earlier view.
         """
         if as_count(estimate) is None:
             raise ValueError(
                 f"note_request_estimate: estimate must be a non-negative int, got {estimate!r}"
             )
+        if accounted is not None and as_count(accounted) is None:
+            raise ValueError(
+                f"note_request_estimate: accounted must be a non-negative int, got {accounted!r}"
+            )
         self._pending_estimate = int(estimate)
+        self._pending_accounted = None if accounted is None else int(accounted)
         self._viewed = True
+
+    @property
+    def learned_overhead(self) -> int:
+        """Tokens the provider's readings showed beyond the view and the tool definitions
+        (injections, framing): held back from the budget in every meter mode."""
+        return self._learned
 
     def anchor_estimate(self, covered: int) -> None:
         """Pair an unanchored reading (one that came before any view) with ``covered``.
@@ -292,6 +332,8 @@ class TokenMeter:
             pairs=self._pairs,
             model=self._model,
             recent=self._recent,
+            pending_accounted=self._pending_accounted,
+            learned_overhead=self._learned,
         )
 
     def restore(self, snapshot: object) -> None:
@@ -309,6 +351,8 @@ class TokenMeter:
         self._pairs = snapshot.pairs
         self._model = snapshot.model
         self._recent = snapshot.recent
+        self._pending_accounted = snapshot.pending_accounted
+        self._learned = snapshot.learned_overhead
 
     def restore_keeping_readings(self, snapshot: object) -> None:
         """Go back to ``snapshot`` and record again the readings accepted since it.
@@ -333,8 +377,9 @@ class TokenMeter:
     def reset(self) -> None:
         """Forget readings, pairs and the model (the conversation was cleared or replaced).
 
-        The foreground claim is kept: it says who counts requests in this session, which
-        does not change when the history does.
+        The foreground claim and the learned overhead are kept: they describe this
+        session's requests (who counts them, what surrounds the view in them), which do not
+        change when the history does.
         """
         self._latest = None
         self._count = 0
@@ -344,3 +389,4 @@ class TokenMeter:
         self._pairs = ()
         self._model = IDENTITY
         self._recent = ()
+        self._pending_accounted = None

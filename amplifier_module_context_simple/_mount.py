@@ -43,6 +43,11 @@ async def mount(
     settings = ContextConfig.from_mapping(config)
     hooks = getattr(coordinator, "hooks", None)
     manager = SimpleContextManager(**asdict(settings), hooks=hooks)
+    get = getattr(coordinator, "get", None)
+    if callable(get):
+        # The orchestrators send every mounted tool with every request: the budget holds
+        # their definitions back, re-estimated only when the mounted set changes.
+        manager.set_tool_definitions(lambda: get("tools"))
     await coordinator.mount(MOUNT_POINT, manager, name="context-simple")
 
     undo: list[Callable[[], object]] = []

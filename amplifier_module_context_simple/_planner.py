@@ -3,8 +3,10 @@
 A plan is everything one request computes before it touches state or emits anything. The
 planner builds it in seven passes, always in this order:
 
-1. **budget** - the usable budget is the effective budget minus the notice reserve, and the
-   notice cost is what the longest notice this history could get takes. Both come first
+1. **budget** - the effective budget is the window less the output the provider will ask
+   for, the safety margin, the tool definitions the request carries and the overhead the
+   readings learned (``_budget``); the usable budget is that minus the notice reserve, and the
+   notice cost is what the longest notice this history could get takes. They come first
    because the trigger and the target are shares of the usable budget, and the hard limit
    leaves room for the notice the escalation would add.
 2. **scope** - sync the history index, fix the system part (the factory's text included),
@@ -54,6 +56,7 @@ from ._render import (
     system_part,
 )
 from ._system_prompt import SystemPrompt
+from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
 
 
@@ -64,6 +67,8 @@ class Planner:
         self.config = config
         self.index = index
         self.system_prompt = SystemPrompt()
+        self.tools = ToolDefinitions()
+        """The tool definitions every request carries (held back from the budget)."""
         self.policy = LadderPolicy(
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
@@ -84,17 +89,37 @@ class Planner:
 
     # ---------------------------------------------------------------- 1. budget
 
-    async def inputs(self, token_budget: int | None, provider: Any) -> tuple[Budget, str | None]:
-        """The awaited inputs of a request: its budget and the system prompt factory's text."""
+    async def inputs(
+        self,
+        token_budget: int | None,
+        provider: Any,
+        meter: TokenMeter | None = None,
+        requested_output: int | None = None,
+    ) -> tuple[Budget, str | None]:
+        """The awaited inputs of a request: its budget and the system prompt factory's text.
+
+        ``meter`` supplies the learned overhead (none without one).
+        """
         config = self.config
+        learned = 0 if meter is None else meter.learned_overhead
+
+        def held_back(model_name: str | None) -> tuple[int, int]:
+            return self.tools.tokens(self.family(model_name)), learned
+
         budget = await derive_budget(
             token_budget=token_budget,
             provider=provider,
             max_tokens=config.max_tokens,
             max_tokens_fallback=config.max_tokens_fallback,
             output_reserve_fraction=config.output_reserve_fraction,
+            requested_output=requested_output,
+            held_back=held_back,
         )
         return budget, await self.system_prompt.text()
+
+    def family(self, model_name: str | None) -> str | None:
+        """The tokenizer family of a request for ``model_name`` (the configured one first)."""
+        return self.config.token_family or family_for_model(model_name)
 
     def _notice_cost(self) -> int:
         """Tokens the longest notice this history could get takes (0 with notices off)."""
@@ -125,7 +150,7 @@ class Planner:
         protected_extra: frozenset[int] = frozenset(),
     ) -> Scope:
         """Index the history and fix what one request's views are built from."""
-        family = self.config.token_family or family_for_model(budget.model_name)
+        family = self.family(budget.model_name)
         index = self.index
         index.sync(messages, family)
         stored = [index.facts[i] for i in index.system_positions]
@@ -299,7 +324,10 @@ class Planner:
         meter_stats = self.usage(scope, estimate, view_tokens, meter)
         model = self.size_model(meter, view_tokens)
         # 5. escalation: the budget (the notice included) and the target are real figures.
-        effective = scope.budget.effective_budget
+        # A real figure is a provider reading: it counts the tool definitions and the learned
+        # overhead the budget held back, so it is compared with the budget plus them.
+        real_budget = _real_budget(scope.budget, meter_stats)
+        effective = real_budget
         trigger = config.trigger(effective)
         limit = model.to_estimate(effective) - scope.notice_cost
         if hard_fit:
@@ -343,7 +371,13 @@ class Planner:
             size_model=model,
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
+            real_budget=real_budget,
         )
+
+
+def _real_budget(budget: Budget, meter_stats: MeterStats) -> int:
+    """The budget in the units the plan compares: a reading's when the trigger uses one."""
+    return budget.request_budget if meter_stats.source == "actual" else budget.effective_budget
 
 
 def request_plan(
@@ -359,6 +393,7 @@ def request_plan(
     size_model: SizeModel,
     covered: int,
     stuck: bool = False,
+    real_budget: int | None = None,
 ) -> RequestPlan:
     """The one constructor of a plan: what it may replace and when comes from the scope."""
     return RequestPlan(
@@ -377,6 +412,7 @@ def request_plan(
         size_model=size_model,
         covered=covered,
         stuck=stuck,
+        real_budget=scope.budget.effective_budget if real_budget is None else real_budget,
     )
 
 

@@ -70,15 +70,22 @@ def check_fits(plan: RequestPlan) -> None:
     Sized and checked in one unit: the plan's modelled real size (the estimate itself in
     estimate mode).
     """
-    budget = plan.budget.effective_budget
+    budget = plan.real_budget
     needed = plan.size_model.to_real(plan.view_tokens)
-    if needed > budget:
+    if needed <= budget:
+        return
+    parts = plan.budget
+    if parts.starved:
         raise context_length_error(
-            f"context-simple: the request needs ~{needed} tokens but the budget is "
-            f"{budget} after every compaction step; the system prompt, the first and latest "
-            "prompts and the retained reminders cannot be reduced - shorten them, or retain "
-            "fewer reminders"
+            f"context-simple: the request cannot fit: {parts.parts_text()}, so no view fits; "
+            "send fewer or smaller tools, ask for less output, or use a larger window"
         )
+    raise context_length_error(
+        f"context-simple: the view needs ~{needed} tokens but the budget is {budget} after "
+        "every compaction step; the system prompt, the first and latest prompts and the "
+        f"retained reminders cannot be reduced - shorten them, or retain fewer reminders "
+        f"({parts.parts_text()})"
+    )
 
 
 async def get_messages_for_request_retaining(
@@ -88,12 +95,15 @@ async def get_messages_for_request_retaining(
     provider: Any = None,
     token_budget: int | None = None,
     hard_fit: bool = False,
+    max_output_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
     wanted = retain_contents if isinstance(retain_contents, str) else list(retain_contents)
     host = pipeline.host
     retained = resolve_retained(host.messages, wanted)
     for _ in range(MAX_REPLANS):
-        scope = await pipeline.scope(token_budget, provider, retained=retained)
+        scope = await pipeline.scope(
+            token_budget, provider, retained=retained, requested_output=max_output_tokens
+        )
         plan = pipeline.plan(scope, hard_fit=hard_fit)
         # The plan awaited the budget and the system prompt factory: a set_messages meanwhile
         # moves (or removes: ValueError) the reminders, so resolve again on what was planned.

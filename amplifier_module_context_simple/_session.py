@@ -102,14 +102,17 @@ class SessionState:
             self.stats = plan.stats
         self.meter_stats = plan.meter_stats.as_dict()
         self.meter.anchor_estimate(plan.covered)
-        self.meter.note_request_estimate(plan.view_tokens)
+        self.meter.note_request_estimate(
+            plan.view_tokens, accounted=plan.view_tokens + plan.budget.tool_definitions_tokens
+        )
         diagnostics = self.diagnostics
         diagnostics.report_repairs(plan.repaired)
         model = plan.size_model
         diagnostics.warn_if_over_budget(
             self.decisions,
             view_tokens=model.to_real(plan.view_tokens),
-            budget=plan.budget.effective_budget,
+            budget=plan.real_budget,
+            parts=plan.budget,
         )
         if plan.escalated is not None and plan.stats is not None:
             diagnostics.warn_if_above_target(
@@ -153,9 +156,12 @@ class Pipeline:
         *,
         retained: frozenset[int] = frozenset(),
         protected_extra: frozenset[int] = frozenset(),
+        requested_output: int | None = None,
     ) -> Scope:
         """Await the request's inputs (budget, system prompt), then fix its scope."""
-        budget, factory_text = await self.planner.inputs(token_budget, provider)
+        budget, factory_text = await self.planner.inputs(
+            token_budget, provider, self.state.meter, requested_output
+        )
         # Nothing below awaits: from here the request sees one consistent history.
         return self.planner.scope(
             self.host.messages,

@@ -38,15 +38,20 @@ async def test_budget_event_once_per_change_with_exact_keys() -> None:
         "source": "provider_defaults",
         "context_window": 200_000,
         "max_output_tokens": 64_000,
-        "reserved_output": 32_000,
-        "derived_budget": 163_904,
+        "requested_output": 64_000,
+        "output_source": "max_output_tokens",
+        "reserved_output": 64_000,
+        "safety_margin": 4_096,
+        "tool_definitions_tokens": 0,
+        "learned_overhead_tokens": 0,
+        "derived_budget": 131_904,
         "max_tokens": None,
         "max_tokens_fallback": 200_000,
         "capped": False,
-        "effective_budget": 163_904,
+        "effective_budget": 131_904,
     }
     await manager.get_messages_for_request(provider=Provider(1_048_576, 65_536))
-    assert [p["effective_budget"] for p in recorder.named("context:budget")] == [163_904, 1_011_712]
+    assert [p["effective_budget"] for p in recorder.named("context:budget")] == [131_904, 978_944]
 
 
 async def test_cap_is_reported_when_it_bites() -> None:
@@ -57,7 +62,7 @@ async def test_cap_is_reported_when_it_bites() -> None:
     await manager.get_messages_for_request(provider=Provider(200_000, 64_000))
     first, second = recorder.named("context:budget")
     assert (first["effective_budget"], first["capped"]) == (500_000, True)
-    assert (second["effective_budget"], second["capped"]) == (163_904, False)
+    assert (second["effective_budget"], second["capped"]) == (131_904, False)
 
 
 async def test_estimator_family_follows_the_provider_model() -> None:

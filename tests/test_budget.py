@@ -25,7 +25,15 @@ BASE_KEYS = {
     "capped",
     "effective_budget",
 }
-PROVIDER_KEYS = BASE_KEYS | {"context_window", "max_output_tokens", "reserved_output"}
+BASE_KEYS |= {"tool_definitions_tokens", "learned_overhead_tokens"}
+PROVIDER_KEYS = BASE_KEYS | {
+    "context_window",
+    "max_output_tokens",
+    "requested_output",
+    "output_source",
+    "reserved_output",
+    "safety_margin",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +101,7 @@ async def derive(
     token_budget: int | None = None,
     max_tokens: int | None = None,
     max_tokens_fallback: int = 200_000,
-    output_reserve_fraction: float = 0.5,
+    output_reserve_fraction: float = 1.0,
 ) -> Budget:
     return await derive_budget(
         token_budget=token_budget,
@@ -110,17 +118,17 @@ async def derive(
 async def test_worked_example_one_million_window() -> None:
     budget = await derive(SyncProvider(mi=model_info(1_048_576, 65_536)))
     assert budget.source == "provider_model_info"
-    assert budget.reserved_output == 32_768
-    assert budget.derived_budget == 1_011_712 == 1_048_576 - 32_768 - SAFETY_MARGIN_TOKENS
-    assert budget.effective_budget == 1_011_712
+    assert budget.reserved_output == 65_536
+    assert budget.derived_budget == 978_944 == 1_048_576 - 65_536 - SAFETY_MARGIN_TOKENS
+    assert budget.effective_budget == 978_944
     assert budget.capped is False
     assert budget.model_name == "gemini-2.5-pro"
 
 
 async def test_worked_example_two_hundred_k_window() -> None:
     budget = await derive(SyncProvider(mi=model_info(200_000, 64_000)))
-    assert budget.derived_budget == 163_904
-    assert budget.effective_budget == 163_904
+    assert budget.derived_budget == 131_904
+    assert budget.effective_budget == 131_904
 
 
 async def test_spec_example_payload_from_provider_defaults() -> None:
@@ -132,8 +140,13 @@ async def test_spec_example_payload_from_provider_defaults() -> None:
         "source": "provider_defaults",
         "context_window": 1048576,
         "max_output_tokens": 65536,
-        "reserved_output": 32768,
-        "derived_budget": 1011712,
+        "requested_output": 65536,
+        "output_source": "max_output_tokens",
+        "reserved_output": 65536,
+        "safety_margin": 4096,
+        "tool_definitions_tokens": 0,
+        "learned_overhead_tokens": 0,
+        "derived_budget": 978944,
         "max_tokens": 500000,
         "max_tokens_fallback": 200000,
         "capped": True,
@@ -142,12 +155,12 @@ async def test_spec_example_payload_from_provider_defaults() -> None:
     json.dumps(budget.payload())  # JSON-safe
 
 
-async def test_reserve_fraction_is_applied_and_floored() -> None:
+async def test_reserve_fraction_is_applied_and_rounded_up() -> None:
     budget = await derive(
         SyncProvider(mi=model_info(100_000, 10_001)), output_reserve_fraction=0.25
     )
-    assert budget.reserved_output == 2_500
-    assert budget.derived_budget == 100_000 - 2_500 - SAFETY_MARGIN_TOKENS
+    assert budget.reserved_output == 2_501  # never less than the share asked for
+    assert budget.derived_budget == 100_000 - 2_501 - SAFETY_MARGIN_TOKENS
     full = await derive(SyncProvider(mi=model_info(100_000, 10_000)), output_reserve_fraction=1)
     assert full.derived_budget == 100_000 - 10_000 - SAFETY_MARGIN_TOKENS
     none = await derive(SyncProvider(mi=model_info(100_000, 10_000)), output_reserve_fraction=0)
@@ -159,27 +172,27 @@ async def test_reserve_fraction_is_applied_and_floored() -> None:
 
 async def test_cap_below_window_bites() -> None:
     budget = await derive(SyncProvider(mi=model_info(1_048_576, 65_536)), max_tokens=500_000)
-    assert budget.derived_budget == 1_011_712
+    assert budget.derived_budget == 978_944
     assert budget.effective_budget == 500_000
     assert budget.capped is True
 
 
 async def test_cap_above_window_is_a_no_op() -> None:
     budget = await derive(SyncProvider(mi=model_info(200_000, 64_000)), max_tokens=1_000_000)
-    assert budget.effective_budget == budget.derived_budget == 163_904
+    assert budget.effective_budget == budget.derived_budget == 131_904
     assert budget.capped is False
 
 
 async def test_cap_equal_to_budget_is_not_capped() -> None:
-    budget = await derive(SyncProvider(mi=model_info(200_000, 64_000)), max_tokens=163_904)
-    assert budget.effective_budget == 163_904
+    budget = await derive(SyncProvider(mi=model_info(200_000, 64_000)), max_tokens=131_904)
+    assert budget.effective_budget == 131_904
     assert budget.capped is False
 
 
 async def test_unset_cap_leaves_provider_budget_untouched() -> None:
     budget = await derive(SyncProvider(mi=model_info(200_000, 64_000)), max_tokens=None)
     assert budget.max_tokens is None
-    assert budget.effective_budget == 163_904 and budget.capped is False
+    assert budget.effective_budget == 131_904 and budget.capped is False
 
 
 async def test_cap_applies_on_explicit_path() -> None:
@@ -236,7 +249,7 @@ async def test_model_info_raising_falls_to_defaults(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.WARNING, logger=_budget.__name__):
         budget = await derive(provider)
     assert budget.source == "provider_defaults"
-    assert budget.effective_budget == 163_904
+    assert budget.effective_budget == 131_904
     assert budget.model_name == "m1"
     assert "get_model_info" in caplog.text and "no model info" in caplog.text
 
@@ -269,9 +282,9 @@ async def test_async_provider_methods_are_awaited() -> None:
     )
     budget = await derive(provider)
     assert budget.source == "provider_defaults"
-    assert budget.derived_budget == 163_904
+    assert budget.derived_budget == 131_904
     good = await derive(AsyncProvider(mi=model_info(1_048_576, 65_536)))
-    assert good.source == "provider_model_info" and good.derived_budget == 1_011_712
+    assert good.source == "provider_model_info" and good.derived_budget == 978_944
 
 
 async def test_dict_style_model_info_and_object_style_defaults() -> None:
@@ -279,7 +292,7 @@ async def test_dict_style_model_info_and_object_style_defaults() -> None:
     budget = await derive(dict_mi)
     assert (budget.source, budget.derived_budget, budget.model_name) == (
         "provider_model_info",
-        163_904,
+        131_904,
         "d",
     )
 
@@ -294,7 +307,7 @@ async def test_dict_style_model_info_and_object_style_defaults() -> None:
     budget = await derive(InfoOnlyProvider(Info()))
     assert (budget.source, budget.derived_budget, budget.model_name) == (
         "provider_defaults",
-        1_011_712,
+        978_944,
         "from-defaults",
     )
 
@@ -305,7 +318,7 @@ async def test_async_info_only_provider_via_dict_info() -> None:
             return {"defaults": {"context_window": 200_000, "max_output_tokens": 64_000}}
 
     budget = await derive(P())
-    assert budget.source == "provider_defaults" and budget.derived_budget == 163_904
+    assert budget.source == "provider_defaults" and budget.derived_budget == 131_904
 
 
 async def test_no_provider_uses_fallback() -> None:
@@ -334,16 +347,12 @@ async def test_empty_defaults_uses_fallback() -> None:
 @pytest.mark.parametrize(
     ("window", "max_output"),
     [
-        (200_000, None),  # window alone is not enough for the formula
         (None, 64_000),
         (True, 64_000),
         ("200000", 64_000),
         (200_000.0, 64_000),
         (0, 64_000),
         (-5, 64_000),
-        (200_000, 0),
-        (8_000, 16_000),  # leaves a non-positive budget
-        (4_096, 2),  # exactly zero after the margin and reserve
     ],
 )
 async def test_unusable_windows_fall_through(window: object, max_output: object) -> None:
@@ -354,12 +363,13 @@ async def test_unusable_windows_fall_through(window: object, max_output: object)
     )
     budget = await derive(provider)
     assert budget.source == "provider_defaults"
-    assert budget.derived_budget == 163_904
+    assert budget.derived_budget == 131_904
 
 
-async def test_smallest_usable_window() -> None:
+async def test_smallest_window_keeps_its_budget_inside_it() -> None:
     budget = await derive(SyncProvider(mi={"context_window": 4_098, "max_output_tokens": 2}))
-    assert budget.source == "provider_model_info" and budget.derived_budget == 1
+    assert budget.source == "provider_model_info"
+    assert budget.derived_budget == 4_098 - 2 - 4_098 // 16
 
 
 async def test_mock_provider_does_not_break_derivation() -> None:

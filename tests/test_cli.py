@@ -120,7 +120,7 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
         "model": None,
     }
     assert report["budget"]["source"] == "provider_defaults"
-    assert summary["budget"] == report["budget"]["effective_budget"] == 128_000 - 8_192 - 4_096
+    assert summary["budget"] == report["budget"]["effective_budget"] == 128_000 - 16_384 - 4_096
 
     assert summary["requests"] == len(requests) > 0
     assert [r["request"] for r in requests] == list(range(1, len(requests) + 1))
@@ -432,7 +432,7 @@ def test_cli_says_when_the_host_check_was_not_run(
         (["--protected-tool-results", "-1"], "--protected-tool-results", 1),
         (["--max-tool-result-bytes", "10"], "--max-tool-result-bytes", 1),
         (["--notice-verbosity", "loud"], "--notice-verbosity", 1),
-        (["--context-window", "5000"], "--context-window", 1),
+        (["--context-window", "0"], "--context-window", 1),
         (["--max-output-tokens", "100", "-"], "--max-output-tokens", 1),
         (["--no-such-option"], "--no-such-option", 2),
     ],

@@ -20,7 +20,7 @@ DEFAULTS = {
     "compaction_notice_token_reserve": 800,
     "compaction_notice_verbosity": "normal",
     "compaction_notice_min_level": 1,
-    "output_reserve_fraction": 0.5,
+    "output_reserve_fraction": 1.0,
     "token_meter": "estimate",
     "max_tool_result_bytes": 131_072,
     "token_family": None,

@@ -462,9 +462,9 @@ async def test_11_custom_provider_window_is_honoured_and_failures_are_catchable(
     view = await valid_view(manager, provider=custom)
     [budget] = recorder.named("context:budget")
     assert budget["source"] == "provider_model_info"
-    assert budget["effective_budget"] == 32_000 - 4_000 - 4_096
+    assert budget["effective_budget"] == 32_000 - 8_000 - 32_000 // 16
     [compaction] = recorder.named("context:compaction")
-    assert compaction["budget"] == 32_000 - 4_000 - 4_096 - 800
+    assert compaction["budget"] == 32_000 - 8_000 - 32_000 // 16 - 800
     assert manager._estimate_tokens(view) <= budget["effective_budget"]
 
     class Broken:
@@ -658,7 +658,7 @@ async def test_16_cjk_and_json_heavy_histories_are_not_under_counted_into_an_ove
                     known = real.get(id(shown["tool_calls"]))
                 # Our own shortened / notice text is ASCII prose: estimate plus 10%.
                 tokens += known or int(estimate_message_tokens(shown, family=family) * 1.1)
-            budget = window - output // 2 - 4_096
+            budget = window - output - window // 16
             assert tokens <= budget, f"{model}: {tokens} real tokens in a {budget} budget"
         assert escalated, f"{model}: the test history must need compaction"
 
@@ -753,12 +753,17 @@ async def test_19_cap_above_the_window_is_a_no_op_and_below_it_is_reported() -> 
         await fill(manager, history)
         views[cap] = await valid_view(manager, provider=window)
         [payloads[cap]] = recorder.named("context:budget")
-    derived = 200_000 - 16_000 - 4_096
+    derived = 200_000 - 32_000 - 4_096
     common = {
         "source": "provider_model_info",
         "context_window": 200_000,
         "max_output_tokens": 32_000,
-        "reserved_output": 16_000,
+        "requested_output": 32_000,
+        "output_source": "max_output_tokens",
+        "reserved_output": 32_000,
+        "safety_margin": 4_096,
+        "tool_definitions_tokens": 0,
+        "learned_overhead_tokens": 0,
         "derived_budget": derived,
         "max_tokens_fallback": 200_000,
     }

@@ -293,7 +293,10 @@ def test_the_session_settings_are_replayed_with_their_sources(tmp_path: Path) ->
     assert settings["compact_threshold"] == (0.8, "session events")
     assert settings["token_family"] == ("claude47", "session events")
     assert report["config"]["compact_threshold"] == 0.8
-    assert report["budget"]["effective_budget"] == 300_000 and report["budget"]["capped"]
+    # max_tokens caps the request's input; what the readings showed beyond the view comes off.
+    budget = report["budget"]
+    assert budget["capped"] and budget["learned_overhead_tokens"] > 0
+    assert budget["effective_budget"] == 300_000 - budget["learned_overhead_tokens"]
     assert report["token_family"] == "claude47"
     assert report["source"]["ignored_config_keys"] == ["auto_compact"]
     assert {s["source"] for s in report["source"]["settings"]} <= {
@@ -313,7 +316,7 @@ def test_a_flag_overrides_a_session_value_key_by_key(tmp_path: Path) -> None:
     assert settings["context_window"] == (250_000, "flag")
     assert settings["model"] == ("gpt-4o", "flag")
     assert settings["token_family"] == ("o200k", "flag")
-    assert settings["budget"] == (250_000 - 64_000 - 4_096, "flag")
+    assert settings["budget"] == (250_000 - 128_000 - 4_096, "flag")
 
 
 def test_an_on_off_flag_at_its_default_still_wins_over_the_session(tmp_path: Path) -> None:
@@ -334,7 +337,7 @@ def test_a_recorded_budget_event_gives_the_window(tmp_path: Path) -> None:
     settings = settings_of(report)
     assert settings["context_window"] == (400_000, "session events")
     assert settings["max_output_tokens"] == (32_000, "session events")
-    assert settings["budget"] == (400_000 - 16_000 - 4_096, "session events")
+    assert settings["budget"] == (400_000 - 32_000 - 4_096, "session events")
 
 
 def test_an_unknown_model_without_a_flag_runs_on_the_default_budget(tmp_path: Path) -> None:
@@ -505,7 +508,12 @@ def test_the_real_session_replays_on_its_300000_cap_with_sources_named() -> None
     assert settings["context_window"] == (1_000_000, "model table")
     assert settings["compact_threshold"] == (0.8, "session events")
     assert settings["token_family"] == ("claude47", "session events")
-    assert report["summary"]["budget"] == 300_000 and report["summary"]["budget_capped"]
+    # The cap is on the request's input: what the readings show beyond the replayed view
+    # (the 30,312 tokens of tool definitions, 6,472 of hook injections) comes off it.
+    budget = report["budget"]
+    aside = budget["tool_definitions_tokens"] + budget["learned_overhead_tokens"]
+    assert 30_312 + 6_000 <= aside <= 30_312 + 6_472 + 2_000
+    assert report["summary"]["budget"] == 300_000 - aside and report["summary"]["budget_capped"]
     assert report["source"]["recorded_match"] == {"recorded": 9, "replayed": 9, "matched": 9}
     assert report["source"]["ignored_config_keys"] == ["auto_compact"]
     result = run("replay", str(REAL_SESSION))

@@ -224,7 +224,7 @@ def _finish(
 ) -> None:
     report.ingress_truncations = recorder.ingress_truncations
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
-    add_budget_setting(report.source, report.budget_event)
+    add_budget_setting(report.source, report.initial_budget_event or report.budget_event)
     report.windows, report.window_basis, report.cache = (
         analysis.entries,
         analysis.basis,
@@ -256,6 +256,8 @@ def _record(
     for name, data in fresh:
         if name == events.BUDGET:
             report.budget_event = dict(data)
+            if report.initial_budget_event is None:
+                report.initial_budget_event = dict(data)
     budget = report.budget_event or {}
     effective = int(budget.get("effective_budget", 0))
     sums = tally.sums(view, shared=shared)

@@ -107,9 +107,7 @@ def prepare(options: SharedOptions) -> ReplayInput:
     except ValueError as exc:
         raise CliError(one_line(str(exc))) from None
     try:
-        window = build_window(
-            resolved.context_window, resolved.max_output_tokens, resolved.model, config
-        )
+        window = build_window(resolved.context_window, resolved.max_output_tokens, resolved.model)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     settings = [s.as_json() for s in describe_settings(resolved, config, window)]

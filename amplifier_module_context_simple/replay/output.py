@@ -19,7 +19,6 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from .._budget import SAFETY_MARGIN_TOKENS
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
 from .report import ReplayReport
@@ -214,7 +213,9 @@ def _budget_text(report: ReplayReport) -> str:
     if b.get("source") == "provider_defaults":
         text += (
             f" = simulated {b['context_window']:,}-token window - {b['reserved_output']:,} "
-            f"reserved output - {SAFETY_MARGIN_TOKENS:,} margin (provider_defaults)"
+            f"reserved output - {b.get('safety_margin', 0):,} margin"
+            f" - {b.get('tool_definitions_tokens', 0):,} tool definitions"
+            f" - {b.get('learned_overhead_tokens', 0):,} learned overhead (provider_defaults)"
         )
         if report.source.get("format") == "example" and not report.source.get("window_given"):
             text += (

@@ -34,6 +34,8 @@ class ReplayReport:
     requests: list[RequestRecord] = field(default_factory=list[RequestRecord])
     compactions: list[CompactionRecord] = field(default_factory=list[CompactionRecord])
     budget_event: dict[str, Any] | None = None
+    initial_budget_event: dict[str, Any] | None = None
+    """The first budget of the replay (before any reading taught it an overhead)."""
     ingress_truncations: int = 0
     warnings: dict[str, int] = field(default_factory=dict[str, int])
     history_messages: int = 0

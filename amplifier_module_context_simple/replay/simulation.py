@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import ContextConfig
-from .._budget import SAFETY_MARGIN_TOKENS
-
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
     "EXAMPLE_WINDOW",
@@ -56,9 +53,13 @@ EXAMPLE_WINDOW = Window(context_window=128_000, max_output_tokens=16_384)
 
 
 def build_window(
-    context_window: int | None, max_output: int | None, model: str | None, config: ContextConfig
+    context_window: int | None, max_output: int | None, model: str | None
 ) -> Window | None:
-    """The simulated window, or ``None``; ``ValueError`` when it would leave no budget."""
+    """The simulated window, or ``None``; ``ValueError`` for a figure that is not positive.
+
+    Any positive window gets a budget inside it (the budget's own rule), so a window smaller
+    than the output is replayed, and ``--check`` says which requests it would refuse.
+    """
     if context_window is None:
         if max_output is not None:
             raise ValueError("--max-output-tokens needs --context-window")
@@ -66,10 +67,4 @@ def build_window(
     max_output = DEFAULT_MAX_OUTPUT if max_output is None else max_output
     if context_window <= 0 or max_output <= 0:
         raise ValueError("--context-window and --max-output-tokens must be positive integers")
-    reserved = int(max_output * config.output_reserve_fraction)
-    if context_window - reserved - SAFETY_MARGIN_TOKENS <= 0:
-        raise ValueError(
-            f"--context-window {context_window} leaves no budget after {reserved} reserved "
-            f"output tokens and the {SAFETY_MARGIN_TOKENS}-token safety margin"
-        )
     return Window(context_window, max_output, model)
