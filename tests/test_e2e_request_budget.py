@@ -22,6 +22,8 @@ Before the budget counts the request the provider receives, these fail with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from .e2e.budget_rows import ALL_ROWS, Row, run_row
@@ -29,7 +31,7 @@ from .e2e.budget_rows import ALL_ROWS, Row, run_row
 
 @pytest.mark.parametrize("row", ALL_ROWS, ids=[row.id for row in ALL_ROWS])
 async def test_every_prompt_completes_in_the_default_configuration(
-    row: Row, record_property: pytest.RecordProperty
+    row: Row, record_property: Callable[[str, object], None]
 ) -> None:
     result = await run_row(row, context_config={})
     record_property("prompts_completed", f"{result.completed}/{row.prompts}")
