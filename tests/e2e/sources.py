@@ -25,6 +25,7 @@ REPO_ROOT = E2E_DIR.parents[1]
 ORCHESTRATOR_SOURCE = MODULES_DIR / "amplifier-module-loop-e2e"
 PROVIDER_SOURCE = MODULES_DIR / "amplifier-module-provider-scripted"
 TOOL_SOURCE = MODULES_DIR / "amplifier-module-tool-echo"
+BULKY_TOOL_SOURCE = MODULES_DIR / "amplifier-module-tool-bulky"
 
 
 class LocalSource:
@@ -68,11 +69,28 @@ def mount_plan(
     context_config: dict[str, Any],
     provider_config: dict[str, Any],
     tool_config: dict[str, Any] | None = None,
+    bulky_tool_config: dict[str, Any] | None = None,
+    orchestrator_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A mount plan loading this package from its source tree plus the three test modules."""
+    """A mount plan loading this package from its source tree plus the test modules.
+
+    With ``bulky_tool_config`` (``{}`` for its defaults) the ``tool-bulky`` module is mounted
+    too, after ``echo``: a ~30,000-token tool definition sent with every request.
+    """
+    tools: list[dict[str, Any]] = [
+        {"module": "tool-echo", "source": str(TOOL_SOURCE), "config": tool_config or {}}
+    ]
+    if bulky_tool_config is not None:
+        tools.append(
+            {"module": "tool-bulky", "source": str(BULKY_TOOL_SOURCE), "config": bulky_tool_config}
+        )
     return {
         "session": {
-            "orchestrator": {"module": "loop-e2e", "source": str(ORCHESTRATOR_SOURCE)},
+            "orchestrator": {
+                "module": "loop-e2e",
+                "source": str(ORCHESTRATOR_SOURCE),
+                "config": orchestrator_config or {},
+            },
             "context": {
                 "module": "context-simple",
                 "source": str(REPO_ROOT),
@@ -86,5 +104,5 @@ def mount_plan(
                 "config": provider_config,
             }
         ],
-        "tools": [{"module": "tool-echo", "source": str(TOOL_SOURCE), "config": tool_config or {}}],
+        "tools": tools,
     }

@@ -8,6 +8,17 @@ message in the Amplifier shape (content blocks plus ``tool_calls: [{"id", "tool"
 "arguments"}]``), run the tool calls in parallel and store one ``{"role": "tool", ...}``
 result per call. A response without tool calls ends the prompt.
 
+The published orchestrators (``loop-basic``, ``loop-streaming``) are not on PyPI, so this
+loop stands in for them in the real-kernel tests: it sends what they send (every mounted tool,
+from the coordinator's ``tools`` mount point, as ``ToolSpec(name, description,
+parameters=input_schema)`` on every request; no ``max_output_tokens``) and, like them, does not
+catch ``ContextLengthError``: the turn fails.
+
+With the ``injection_chars`` config key (default 0: off) it appends to every request it sends
+a request-only user message of that many characters (``metadata.source = "hook"``), as
+Amplifier's hook reminders are: never stored in the context, so the context manager cannot
+count it before the provider's reading shows it.
+
 For the tests it also keeps, per request, the view it was handed and the canonical history
 at that moment, so a test can run ``check_view(view, history=history)`` on every one.
 Loaded by the real kernel from this directory through a module-source resolver.
@@ -38,6 +49,7 @@ class E2ELoop:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.max_iterations = int(config.get("max_iterations", 64))
+        self.injection_chars = int(config.get("injection_chars", 0))
         self.requests: list[RequestRecord] = []
         self.prompts = 0
 
@@ -66,6 +78,14 @@ class E2ELoop:
             history = await context.get_messages()
             self.requests.append(RequestRecord(view=list(view), history=list(history)))
             messages = [Message(**m) for m in view]
+            if self.injection_chars > 0:
+                messages.append(
+                    Message(
+                        role="user",
+                        content=reminder(self.injection_chars, self.prompts),
+                        metadata={"source": "hook"},
+                    )
+                )
             request = ChatRequest(messages=messages, tools=specs or None)
             response = await provider.complete(request)
             calls = provider.parse_tool_calls(response)
@@ -88,6 +108,15 @@ class E2ELoop:
                     {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
                 )
         raise RuntimeError(f"no final answer after {self.max_iterations} iterations")
+
+
+def reminder(chars: int, prompt_number: int) -> str:
+    """A hook-style reminder of exactly ``chars`` characters (it changes with the prompt)."""
+    head = f"<system-reminder>Prompt {prompt_number}. "
+    tail = "</system-reminder>"
+    line = "Keep the todo list current, cite the files you changed, and follow the style guide. "
+    body = (line * (chars // len(line) + 1))[: max(0, chars - len(head) - len(tail))]
+    return (head + body + tail)[:chars]
 
 
 async def _run_tool(tools: Mapping[str, Any], call: Any) -> str:
