@@ -31,6 +31,7 @@ class Diagnostics:
         self._over_budget_for: object = None
         self._warned_overhead: int | None = None
         self._starved_for: object = None
+        self._warned_learned: int | None = None
 
     def report_repairs(self, repaired: list[str]) -> None:
         """What the view repaired: unpaired tool messages, and projections onto the host model.
@@ -136,6 +137,22 @@ class Diagnostics:
             "a request instead)",
             view_tokens,
             budget,
+        )
+
+    def warn_learned_overhead(self, budget: Budget) -> None:
+        """The overhead the readings showed crowds the view out: said once, and again only
+        when it moves by more than ``OVERHEAD_WARN_CHANGE``."""
+        learned = budget.learned_overhead_tokens
+        last = self._warned_learned
+        if last is not None and abs(learned - last) <= OVERHEAD_WARN_CHANGE * last:
+            return
+        self._warned_learned = learned
+        logger.warning(
+            "context-simple: the provider counts about %d tokens per request that neither the "
+            "view nor the tool definitions account for (hook injections, provider framing); "
+            "they leave the view less than its compaction target: %s",
+            learned,
+            budget.parts_text(),
         )
 
     def warn_outside_context(self, *, measured: int, overhead: int, budget: int) -> None:

@@ -40,6 +40,9 @@ class RequestPlan:
     """Our estimate of the view before any reduction (what an unanchored reading covered)."""
     stuck: bool = False
     """The real figure crossed the trigger and the ladder could change nothing."""
+    crowded: bool = False
+    """What the readings learned beyond the view and the tools alone leaves the view less
+    than the compaction target's share of its room."""
     real_budget: int = 0
     """The budget in ``size_model.to_real`` units: the effective budget, or (when the trigger
     compares a provider reading) the budget plus the tools and overhead it held back."""

@@ -372,7 +372,16 @@ class Planner:
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
             real_budget=real_budget,
+            crowded=_crowded(scope.budget, config.target_usage),
         )
+
+
+def _crowded(budget: Budget, target_usage: float) -> bool:
+    """The learned overhead alone leaves the view less than the target share of its room."""
+    learned = budget.learned_overhead_tokens
+    return learned > 0 and budget.effective_budget < target_usage * (
+        budget.effective_budget + learned
+    )
 
 
 def _real_budget(budget: Budget, meter_stats: MeterStats) -> int:
@@ -394,6 +403,7 @@ def request_plan(
     covered: int,
     stuck: bool = False,
     real_budget: int | None = None,
+    crowded: bool = False,
 ) -> RequestPlan:
     """The one constructor of a plan: what it may replace and when comes from the scope."""
     return RequestPlan(
@@ -413,6 +423,7 @@ def request_plan(
         covered=covered,
         stuck=stuck,
         real_budget=scope.budget.effective_budget if real_budget is None else real_budget,
+        crowded=crowded,
     )
 
 

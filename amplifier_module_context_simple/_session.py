@@ -122,6 +122,8 @@ class SessionState:
                 target=plan.stats.target_tokens,
                 overhead=model.overhead,
             )
+        if plan.crowded:
+            diagnostics.warn_learned_overhead(plan.budget)
         if plan.stuck:
             diagnostics.warn_outside_context(
                 measured=plan.meter_stats.used,

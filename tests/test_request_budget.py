@@ -461,3 +461,29 @@ async def test_a_tool_replaced_by_another_of_the_same_count_is_estimated_again()
     await manager.get_messages_for_request(provider=AnthropicLike())
     small, large = (b["tool_definitions_tokens"] for b in budgets)
     assert large > small + 3_000
+
+
+async def test_a_learned_overhead_that_crowds_the_view_out_is_warned_about_when_it_moves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    coordinator, manager, budgets = await mounted()
+    await manager.add_message({"role": "user", "content": "hello"})
+    provider = DefaultsOnly(context_window=64_000, max_output_tokens=4_000)
+    room = 64_000 - 4_000 - 4_000
+
+    def crowding() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "neither the view" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING):
+        view = await manager.get_messages_for_request(provider=provider)
+        await answer(coordinator, estimate(view) + room // 4)  # a quarter of the room: fine
+        view = await manager.get_messages_for_request(provider=provider)
+        assert crowding() == []
+        for _ in range(3):  # more than half of it, three times: one warning
+            await answer(coordinator, estimate(view) + room * 6 // 10)
+            view = await manager.get_messages_for_request(provider=provider)
+        assert len(crowding()) == 1
+        assert f"{budgets[-1]['learned_overhead_tokens']:,} of learned overhead" in crowding()[0]
+        await answer(coordinator, estimate(view) + room * 9 // 10)  # moved by far more than 10%
+        await manager.get_messages_for_request(provider=provider)
+        assert len(crowding()) == 2
