@@ -9,9 +9,12 @@ __all__ = [
 ]
 
 import logging
+from typing import TYPE_CHECKING
 
-from ._budget import Budget
 from ._project import PAIRING_KINDS
+
+if TYPE_CHECKING:  # the views half does not import the sizing half at run time
+    from ._budget import Budget
 
 logger = logging.getLogger(__name__)
 
