@@ -19,6 +19,7 @@ from ._numbers import is_int, is_number
 # Exports the validated settings record and the choices its keys accept.
 __all__ = [
     "MIN_TOOL_RESULT_BYTES",
+    "NOTICE_PLACEMENTS",
     "NOTICE_VERBOSITIES",
     "TOKEN_FAMILIES",
     "TOKEN_METER_MODES",
@@ -30,6 +31,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
+NOTICE_PLACEMENTS = ("in_place", "tail")
+"""Where the compaction notice goes: where the left-out span was (stays put between
+escalations), or at the tail of the view (the spec's placement; moves on every request)."""
 TOKEN_METER_MODES = ("estimate", "actual")
 TOKEN_FAMILIES = FAMILIES
 """The tokenizer families ``token_family`` accepts: the estimator's."""
@@ -201,6 +205,11 @@ class ContextConfig:
         CommandLineOption("Notice: minimal, normal or verbose", flag="--notice-verbosity"),
     )
     compaction_notice_min_level: int = _key(1, _any_int)
+    compaction_notice_placement: str = _key(
+        "in_place",
+        _one_of(NOTICE_PLACEMENTS),
+        CommandLineOption("Notice: in_place or tail", flag="--notice-placement"),
+    )
     output_reserve_fraction: float = _key(
         1.0,
         _fraction(allow_zero=True),

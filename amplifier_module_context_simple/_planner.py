@@ -50,9 +50,11 @@ from ._plan import RequestPlan, Scope
 from ._render import (
     NoticeFigures,
     RenderResult,
+    notice_boundary,
     notice_figures,
     notice_message,
     open_tail_call,
+    render_range,
     system_part,
 )
 from ._system_prompt import SystemPrompt
@@ -77,6 +79,8 @@ class Planner:
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
         self._notice: tuple[object, Mapping[str, Any], int] | None = None
+        # The in-place notice's slot, while the decisions and the history stay the same.
+        self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
 
     @property
     def rendered_messages(self) -> int:
@@ -168,7 +172,7 @@ class Planner:
             retained=retained,
             protected_extra=protected_extra,
             epoch=epoch,
-            notice_cost=self._notice_cost() if open_tail is None else 0,
+            notice_cost=self._notice_cost() if open_tail is None or self._in_place else 0,
         )
 
     # ---------------------------------------------------------------- 3. render
@@ -278,12 +282,49 @@ class Planner:
             and stats is not None
             and not decisions.empty
             and decisions.level >= config.compaction_notice_min_level
-            and scope.open_tail is None
+            and (scope.open_tail is None or self._in_place)
         ):
             reminder, reminder_tokens = self._notice_for(stats, decisions)
-            view.append(reminder)
+            if self._in_place:
+                slot = self._notice_slot(scope, decisions, stats)
+                view.insert(len(scope.systems) + slot, reminder)
+            else:
+                view.append(reminder)
             tokens += reminder_tokens
         return view, tokens, body
+
+    @property
+    def _in_place(self) -> bool:
+        return self.config.compaction_notice_placement == "in_place"
+
+    def _notice_slot(self, scope: Scope, decisions: Decisions, stats: CompactionStats) -> int:
+        """Where the in-place notice goes in the body: before the first message rendered
+        from the first position the latest escalation reduced (``notice_boundary``).
+
+        Everything before that point is rendered exactly as the history has it, so the slot
+        and the notice stay put until the next escalation: consecutive requests then start
+        with the previous one whole. The slot is a boundary between whole tool rounds, so the
+        notice never separates a call from its results.
+        """
+        shown = decisions.without(scope.retained) if scope.retained else decisions
+        index = self.index
+        key = (index.generation, scope.open_tail)
+        cached = self._slot
+        if cached is not None and cached[0] is shown and cached[1] is stats and cached[2] == key:
+            return cached[3]
+        boundary = notice_boundary(shown, stats, len(index.facts))
+        slot = len(
+            render_range(
+                index,
+                shown,
+                0,
+                boundary,
+                open_tail=scope.open_tail,
+                keep_chars=self.config.truncate_chars,
+            ).messages
+        )
+        self._slot = (shown, stats, key, slot)
+        return slot
 
     def _notice_for(
         self, stats: CompactionStats, decisions: Decisions

@@ -40,6 +40,7 @@ __all__ = [
     "RenderResult",
     "can_truncate",
     "notice",
+    "notice_boundary",
     "notice_figures",
     "notice_message",
     "open_tail_call",
@@ -252,6 +253,29 @@ def _emit(
     out.messages.append(message)
     out.rendered += 1
     out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+
+
+def notice_boundary(decisions: Decisions, latest: CompactionStats | None, history_size: int) -> int:
+    """The history position the in-place notice stands before: the first position the latest
+    escalation reduced (everything from there on was rewritten by it anyway), else the first
+    reduced one, else the history's end. Rendering up to it passes whole rounds only: a call
+    is rendered with every result it has kept, wherever those stand, and a removed group
+    leaves as a unit."""
+    if latest is not None:
+        reduced = (
+            p
+            for p in itertools.chain(
+                latest.removed_positions, latest.truncated_positions, latest.stubbed_positions
+            )
+            if p in decisions.removed or p in decisions.truncated or p in decisions.stubbed
+        )
+        first = min(reduced, default=None)
+        if first is not None:
+            return first
+    return min(
+        itertools.chain(decisions.removed, decisions.truncated, decisions.stubbed),
+        default=history_size,
+    )
 
 
 def open_tail_call(index: HistoryIndex) -> int | None:

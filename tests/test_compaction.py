@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import itertools
+import json
 from typing import Any
 
 from amplifier_core.message_models import Message
@@ -102,9 +104,34 @@ async def test_history_is_never_changed() -> None:
     assert await manager.get_messages() == before
 
 
+def notice_in(view: list[dict]) -> dict:
+    [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    return notice
+
+
 async def test_sticky_prefix_is_byte_identical_between_escalations() -> None:
     recorder = Recorder()
     manager = SimpleContextManager(max_tokens=20_000, hooks=recorder)
+    await build(manager, 20)
+    views = [await manager.get_messages_for_request()]
+    for t in range(5):
+        await manager.add_message({"role": "user", "content": f"also check {t}"})
+        await manager.add_message({"role": "assistant", "content": "ok"})
+        views.append(await manager.get_messages_for_request())
+    assert len(recorder.named("context:compaction")) == 1
+    # The notice stands where the left-out span was: each view starts with the one before,
+    # notice and all.
+    for before, later in itertools.pairwise(views):
+        assert json.dumps(later[: len(before)]) == json.dumps(before)
+        assert notice_in(later) is notice_in(views[0]), "the very same notice"
+    assert views[-1][-1]["content"] == "ok"
+
+
+async def test_the_tail_placement_keeps_the_notice_last_and_the_rest_byte_identical() -> None:
+    recorder = Recorder()
+    manager = SimpleContextManager(
+        max_tokens=20_000, hooks=recorder, compaction_notice_placement="tail"
+    )
     await build(manager, 20)
     views = [await manager.get_messages_for_request()]
     for t in range(5):
@@ -127,7 +154,9 @@ async def test_request_below_trigger_after_compaction_stays_reduced() -> None:
 
 
 async def test_notice_shape_and_skip_while_calls_are_unanswered() -> None:
-    manager = SimpleContextManager(max_tokens=20_000, compaction_notice_verbosity="verbose")
+    manager = SimpleContextManager(
+        max_tokens=20_000, compaction_notice_verbosity="verbose", compaction_notice_placement="tail"
+    )
     await build(manager, 20)
     view = await manager.get_messages_for_request()
     tail = view[-1]
@@ -141,6 +170,23 @@ async def test_notice_shape_and_skip_while_calls_are_unanswered() -> None:
     await manager.add_message(result("pending", "ok"))
     view = await manager.get_messages_for_request()
     assert view[-1]["metadata"]["source"] == "context-compaction"
+
+
+async def test_the_in_place_notice_stays_while_a_call_is_unanswered() -> None:
+    manager = SimpleContextManager(max_tokens=20_000)
+    await build(manager, 20)
+    view = await manager.get_messages_for_request()
+    notice = notice_in(view)
+    at = view.index(notice)
+    assert notice["metadata"] == {"source": "context-compaction", "ephemeral": True}
+    assert view[at - 1]["role"] in ("user", "tool") and view[at + 1]["role"] == "assistant"
+    await manager.add_message(call(["pending"]))
+    pending = await manager.get_messages_for_request()
+    assert pending[-1]["tool_calls"][0]["id"] == "pending", "the call stays last"
+    assert pending[: len(view)] == view
+    await manager.add_message(result("pending", "ok"))
+    answered = await manager.get_messages_for_request()
+    assert answered[: len(pending)] == pending
 
 
 async def test_notice_can_be_disabled() -> None:

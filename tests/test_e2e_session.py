@@ -73,11 +73,13 @@ async def run_session(
     sizes: Sequence[int] | None = None,
     context_config: Mapping[str, Any] | None = None,
     framing_tokens: int | None = None,
+    window: int = WINDOW,
+    turns_per_prompt: int = TURNS_PER_PROMPT,
 ) -> SessionRun:
     provider_config: dict[str, Any] = {
-        "context_window": WINDOW,
+        "context_window": window,
         "max_output_tokens": MAX_OUTPUT,
-        "turns_per_prompt": TURNS_PER_PROMPT,
+        "turns_per_prompt": turns_per_prompt,
     }
     if sizes is not None:
         provider_config["sizes"] = list(sizes)
@@ -265,10 +267,13 @@ async def test_the_history_stays_complete(token_meter: str) -> None:
     assert all(not any(k.startswith("_") for k in m) for m in history)
 
 
+@pytest.mark.parametrize("placement", ["in_place", "tail"])
 @pytest.mark.parametrize("token_meter", ["estimate", "actual"])
-async def test_views_are_sticky_between_escalations(token_meter: str) -> None:
-    """Without a new escalation the previous view is a byte-identical prefix of the next."""
-    run = await run_session(token_meter=token_meter)
+async def test_views_are_sticky_between_escalations(token_meter: str, placement: str) -> None:
+    """Without a new escalation the previous view is a byte-identical prefix of the next:
+    the whole previous request with the notice in place; all of it but the notice at the tail."""
+    config = {"compaction_notice_placement": placement}
+    run = await run_session(token_meter=token_meter, context_config=config)
     assert_completed(run)
     views = [x.messages for x in run.provider.exchanges]
     escalated = escalated_requests(run)
@@ -278,7 +283,7 @@ async def test_views_are_sticky_between_escalations(token_meter: str) -> None:
         if escalated[number]:
             continue
         previous = views[number - 1]
-        if previous and is_notice(previous[-1]):
+        if placement == "tail" and previous and is_notice(previous[-1]):
             previous = previous[:-1]
         current = views[number]
         assert [dumps(m) for m in current[: len(previous)]] == [dumps(m) for m in previous], (
@@ -286,6 +291,36 @@ async def test_views_are_sticky_between_escalations(token_meter: str) -> None:
         )
         checked += 1
     assert checked >= 20
+
+
+def exact_prefix_requests(run: SessionRun) -> tuple[int, int]:
+    """(requests that start with the whole previous request, requests after an escalation)."""
+    exchanges = run.provider.exchanges
+    escalated = escalated_requests(run)
+    whole = sum(
+        1
+        for number in range(1, len(exchanges))
+        if exchanges[number].prefix_messages == len(exchanges[number - 1].messages)
+    )
+    return whole, sum(escalated[1:])
+
+
+@pytest.mark.parametrize("token_meter", ["estimate", "actual"])
+async def test_every_request_between_escalations_starts_with_the_previous_one(
+    token_meter: str,
+) -> None:
+    """The issue's session shape: a 12k window and 20 turns of tool work, default config."""
+    shape = {"window": 12_000, "turns_per_prompt": 7, "token_meter": token_meter}
+    run = await run_session(**shape)
+    assert_completed(run)
+    exchanges = run.provider.exchanges
+    assert len(exchanges) >= 20
+    whole, escalations = exact_prefix_requests(run)
+    assert escalations >= 3, "the window is small enough to compact several times"
+    assert whole == len(exchanges) - 1 - escalations, "every other request extends the last"
+    quiet = await run_session(**shape, context_config={"compaction_notice_enabled": False})
+    assert_completed(quiet)
+    assert escalations <= exact_prefix_requests(quiet)[1] + 1
 
 
 async def test_the_actual_meter_reads_the_provider_usage_through_the_kernel_hooks() -> None:

@@ -78,6 +78,12 @@ class Events:
         return [d for e, d in self.seen if e == "context:compaction"]
 
 
+def notice_of(view: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The one compaction notice of ``view``, wherever it stands."""
+    [notice] = [m for m in view if (m.get("metadata") or {}).get("source") == NOTICE_SOURCE]
+    return notice
+
+
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """The same message as the provider reads it (admission adds a timestamp to metadata)."""
     return all(a.get(k) == b.get(k) for k in ("role", "content", "tool_calls"))
@@ -119,8 +125,7 @@ async def test_protected_results_over_the_budget_are_shortened_oldest_first() ->
         "tool_results_shortened": len(shortened),
         "groups_removed": 0,
     }
-    notice = view[-1]
-    assert notice["metadata"]["source"] == NOTICE_SOURCE
+    notice = notice_of(view)
     assert "narrower parameters" in notice["content"]
     assert "never re-run a tool that changes state" in notice["content"]
     assert await manager.get_messages() == history, "history is never rewritten"
@@ -143,7 +148,7 @@ async def test_the_fit_pass_removes_recent_groups_once_shortening_is_not_enough(
     kept_calls = [m["tool_call_id"] for m in view if m.get("role") == "tool"]
     removed_calls = [f"c{i}" for i in range(6) if f"c{i}" not in kept_calls]
     assert removed_calls == [f"c{i}" for i in range(len(removed_calls))], "oldest groups first"
-    assert view[-1]["metadata"]["source"] == NOTICE_SOURCE
+    assert notice_of(view)["metadata"]["source"] == NOTICE_SOURCE
 
 
 async def test_an_over_budget_request_escalates_even_when_everything_is_protected() -> None:
@@ -246,7 +251,7 @@ async def test_hard_fit_counts_the_notice_it_adds(reserve: int) -> None:
     view = await manager.get_messages_for_request_retaining(
         retain_contents=[], token_budget=budget, hard_fit=True
     )
-    assert view[-1]["metadata"]["source"] == NOTICE_SOURCE
+    assert notice_of(view)["metadata"]["source"] == NOTICE_SOURCE
     assert tokens_of(view) <= budget
 
 

@@ -105,7 +105,7 @@ async def test_level_never_drops_while_earlier_reductions_stay() -> None:
         view = await manager.get_messages_for_request()
         levels.append(manager.compaction_level)
         if manager.compaction_level >= 4:
-            assert view[-1].get("metadata", {}).get("source") == "context-compaction"
+            assert any(m.get("metadata", {}).get("source") == "context-compaction" for m in view)
     assert max(levels) >= 4
     assert levels == sorted(levels)
 

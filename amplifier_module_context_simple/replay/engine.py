@@ -163,7 +163,7 @@ async def replay(
                 record.request = len(report.requests) + 1
                 record.at_message = position
                 record.level = manager.compaction_level
-                record.prefix_stable = _extends(previous_prefix, view, record.notice, shared)
+                record.prefix_stable = _extends(previous_prefix, view, shared)
                 record.repairs = _count_kinds(manager.view_repairs)
                 record.overhead_tokens = analysis.observe(
                     record.request, record.budget, view, pending, view_tokens=record.view_tokens
@@ -176,7 +176,7 @@ async def replay(
                     record.request, view, manager.messages, level=level,
                     compacted=record.compacted, shared=shared,
                 )  # fmt: skip
-                previous_prefix = view[:-1] if record.notice else view
+                previous_prefix = view
                 if feed is not None:
                     await feed.after(manager, pending)
                 if stop_at is not None and record.request == stop_at:
@@ -262,7 +262,7 @@ def _record(
     effective = int(budget.get("effective_budget", 0))
     sums = tally.sums(view, shared=shared)
     view_tokens, repaired = sums.tokens, sums.repaired
-    notice = bool(view) and is_notice(view[-1])
+    notice = any(map(is_notice, view))
     compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
     # Against the whole history, as check_view(view, history=history): the turn invariants
     # compare the view's structure with the history's. The checker has read the history as it
@@ -301,23 +301,22 @@ def _record(
 def _extends(
     previous: Sequence[Mapping[str, Any]] | None,
     view: Sequence[Mapping[str, Any]],
-    notice: bool,
     shared: int,
 ) -> bool:
-    """Whether the view without its notice begins with ``previous`` (the first always does).
+    """Whether the view begins with the whole of ``previous``, the last view as the provider
+    saw it, notice included (the first view always does).
 
-    ``previous`` is the head of the last view, and ``shared`` how many of that view's
-    messages this one re-sends as the very same objects (``shared_start``).
+    ``shared`` is how many of that view's messages this one re-sends as the very same objects
+    (``shared_start``).
     """
     if previous is None:
         return True
-    if len(view) - notice < len(previous):
+    if len(view) < len(previous):
         return False
     # A sticky view re-sends the very objects of the one before: nothing left to compare.
     if shared >= len(previous):
         return True
-    prefix = view[:-1] if notice else view
-    return all(a is b or a == b for a, b in zip(previous, prefix, strict=False))
+    return all(a is b or a == b for a, b in zip(previous, view, strict=False))
 
 
 def _note_compaction(

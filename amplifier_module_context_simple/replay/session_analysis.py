@@ -112,7 +112,7 @@ class WindowAnalysis:
         is not the view's length.
         """
         window = self._window if self._window is not None else budget
-        notice = view[-1] if view and is_notice(view[-1]) else None
+        notice = next(filter(is_notice, view), None)
         notice_tokens = 0 if notice is None else self._notice_tokens(notice)
         comparison = None
         if recorded is not None:
