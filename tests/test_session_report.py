@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
+from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.plot import window_series
 from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
@@ -87,8 +89,17 @@ def usage_for(number: int) -> dict[str, int]:
     }
 
 
-def make_session(directory: Path, *, rounds: int = 4, inject: bool = True) -> Path:
-    """A session directory whose events hold one payload and one usage per request."""
+def make_session(
+    directory: Path,
+    *,
+    rounds: int = 4,
+    inject: bool = True,
+    tools: Callable[[int], list[dict[str, Any]] | None] = lambda _: TOOLS,
+) -> Path:
+    """A session directory whose events hold one payload and one usage per request.
+
+    ``tools``: request number -> the payload's ``tools`` (``None``: the payload has none).
+    """
     transcript = conversation(rounds)
     directory.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(m) + "\n" for m in transcript)
@@ -102,13 +113,14 @@ def make_session(directory: Path, *, rounds: int = 4, inject: bool = True) -> Pa
         if message["role"] != "assistant":
             continue
         number += 1
-        payload = {
+        payload: dict[str, Any] = {
             "model": "claude-opus-4-8",
             "system": [{"type": "text", "text": "You are careful. " * 50}],
-            "tools": TOOLS,
             "messages": provider_messages(transcript[:position], inject=inject),
             "max_tokens": 8_000,
         }
+        if (recorded := tools(number)) is not None:
+            payload["tools"] = recorded
         events.append(
             {"event": "llm:request", "data": {"model": "claude-opus-4-8", "raw": payload}}
         )
@@ -143,6 +155,25 @@ def test_the_window_is_broken_down_over_the_recorded_payloads(tmp_path: Path) ->
             + usage_for(r["request"])["cache_write_tokens"]
         )
         assert w["gap"] == w["used"] - w["provider"]
+
+
+def test_the_recorded_tool_definitions_reach_the_replayed_budget(tmp_path: Path) -> None:
+    # The live module holds back the tools the coordinator mounted; the replay's manager is
+    # told the ones each payload recorded, priced by the same rule as the window table.
+    priced = estimate_tool_definitions(TOOLS, "claude47")
+    report = run_json("replay", str(make_session(tmp_path / "s")))
+    assert report["budget"]["tool_definitions_tokens"] == priced > 0
+    assert all(w["categories"]["tool definitions"] == priced for w in report["window_by_category"])
+    # A payload without tools leaves the last ones in force; a new list replaces them.
+    more = [*TOOLS, {"name": "grep", "description": "Search files. " * 40, "input_schema": {}}]
+    only_first = make_session(tmp_path / "a", tools=lambda n: TOOLS if n == 1 else None)
+    changed = make_session(tmp_path / "b", tools=lambda n: TOOLS if n < 3 else more)
+    none = make_session(tmp_path / "c", tools=lambda _: None)
+    assert run_json("replay", str(only_first))["budget"]["tool_definitions_tokens"] == priced
+    assert run_json("replay", str(changed))["budget"]["tool_definitions_tokens"] == (
+        estimate_tool_definitions(more, "claude47")
+    )
+    assert run_json("replay", str(none))["budget"]["tool_definitions_tokens"] == 0
 
 
 def test_a_reminder_that_moves_breaks_the_cache_at_every_request(tmp_path: Path) -> None:
@@ -234,6 +265,11 @@ def test_the_recorded_session_shows_its_real_window_and_cache() -> None:
     for w in report["window_by_category"]:
         assert abs(w["gap"]) <= 0.02 * w["provider"], "our estimate is within 2% of the bill"
         assert w["categories"]["ephemeral injections"] > 6_000
+    # The recorded tool definitions reach the budget, priced as the window table prices them.
+    last = list(read_session(REAL_SESSION).requests())[-1]
+    priced = estimate_tool_definitions(last.payload["tools"], "claude47")
+    assert budget["tool_definitions_tokens"] == priced == 30_312
+    assert report["window_by_category"][-1]["categories"]["tool definitions"] == priced
 
 
 def test_inspect_counts_the_recorded_system_prompt_as_added_by_the_view(tmp_path: Path) -> None:

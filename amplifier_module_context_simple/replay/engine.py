@@ -224,7 +224,7 @@ def _finish(
 ) -> None:
     report.ingress_truncations = recorder.ingress_truncations
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
-    add_budget_setting(report.source, report.initial_budget_event or report.budget_event)
+    add_budget_setting(report.source, report.budget_event, report.initial_budget_event)
     report.windows, report.window_basis, report.cache = (
         analysis.entries,
         analysis.basis,

@@ -1,14 +1,30 @@
 """The records a replay keeps: one per request and one per compaction.
 
 Plain data, imported by the report that collects them and by the modules that judge them
-(``refusals``), so neither has to import the other.
+(``refusals``), so neither has to import the other; and :func:`request_budget`, the limit a
+request is judged against, read off the ``context:budget`` payload in force.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["CompactionRecord", "RequestRecord"]
+__all__ = ["CompactionRecord", "RequestRecord", "request_budget"]
+
+
+def request_budget(budget: Mapping[str, Any]) -> int:
+    """What the whole request's input may take under ``budget`` (a ``context:budget`` payload).
+
+    The runtime's ``Budget.request_budget``: the view's budget plus what it held back for tool
+    definitions and learned overhead, i.e. ``min(window - output held back - margin,
+    max_tokens)``: the same for every request of a replay unless the output figure changes.
+    """
+    return sum(
+        int(budget.get(key) or 0)
+        for key in ("effective_budget", "tool_definitions_tokens", "learned_overhead_tokens")
+    )
 
 
 @dataclass
