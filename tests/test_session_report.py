@@ -176,6 +176,31 @@ def test_the_recorded_tool_definitions_reach_the_replayed_budget(tmp_path: Path)
     assert run_json("replay", str(none))["budget"]["tool_definitions_tokens"] == 0
 
 
+def test_the_budget_line_gives_the_parts_with_the_replay_figures(tmp_path: Path) -> None:
+    session = str(make_session(tmp_path / "s"))
+    report = run_json("replay", session)
+    last, first = report["budget"], report["initial_budget"]
+    tools, learned = last["tool_definitions_tokens"], last["learned_overhead_tokens"]
+    assert tools > 0 and learned > 0 == first["learned_overhead_tokens"]
+    # max_tokens caps the request; the tools and what the readings taught come off the cap.
+    assert last["effective_budget"] == 60_000 - tools - learned
+    assert first["effective_budget"] == 60_000 - tools
+    assert report["summary"]["request_budget"] == 60_000
+    out = " ".join(run("replay", session).stdout.split())
+    assert (
+        f"Budget {last['effective_budget']:,} tokens for the messages at the last request = "
+        "min(simulated 200,000-token window - 8,000 output held back - 4,096 margin, "
+        f"max_tokens 60,000 (session events)) - {tools:,} tool definitions - {learned:,} "
+        "learned overhead (provider_defaults)"
+    ) in out
+    assert (
+        f"the first request's: {first['effective_budget']:,} (the same limit - {tools:,} tool "
+        "definitions - 0 learned overhead: no reading yet)"
+    ) in out
+    # The settings table lists the request budget, which both requests ran on.
+    assert "60,000 (whole request, max_tokens cap)" in out
+
+
 def test_a_reminder_that_moves_breaks_the_cache_at_every_request(tmp_path: Path) -> None:
     report = run_json("replay", str(make_session(tmp_path / "s")))
     cache, summary = report["cache"], report["summary"]
@@ -209,7 +234,7 @@ def test_the_text_report_puts_the_recorded_cache_beside_the_replayed_views(
     out = " ".join(result.stdout.split())
     assert "Recorded cache breaks" in out and "4 (4 tail injection moved)" in out
     assert "What the window held, per request" in out and "ephemeral injections" in out
-    assert "capped by max_tokens 60,000 (session events)" in out
+    assert "max_tokens 60,000 (session events))" in out  # the cap in the budget line
 
 
 def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Path) -> None:
@@ -249,6 +274,12 @@ def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
     assert run("replay", str(path), *window, "--check").exit_code == 0
     refused = run("replay", str(path), *window, "--overhead", "5000", "--check")
     assert refused.exit_code == 4
+    # The summary counts the same whole request over the budget that --check refuses.
+    plain_fit = run_json("replay", str(path), *window)["summary"]
+    over = run_json("replay", str(path), *window, "--overhead", "5000")
+    assert plain_fit["over_budget_requests"] == 0
+    above = sum(v["above_window"] for v in over["refusals"]["refused"])
+    assert over["summary"]["over_budget_requests"] == above == len(over["requests"])
     assert run("replay", str(path), "--overhead", "-1").exit_code != 0
 
 
