@@ -255,6 +255,15 @@ def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Pa
     replayed = run_json("replay", session, *args)
     assert replayed["summary"]["compactions"] >= 1
     assert all(r["budget"] == 1 for r in replayed["requests"][1:])
+    # A starved budget is one token for the messages, but the request budget stays what the
+    # window leaves the input (not 1 + the held-back parts). This window is small enough that
+    # the budget keeps a quarter of it for the input, holding back less than the 8,000 output
+    # the provider reserves: the refused requests are within the budget, and marked so.
+    room = window - replayed["budget"]["reserved_output"] - window // 16
+    assert all(r["request_budget"] == room for r in replayed["requests"])
+    refused = replayed["refusals"]["refused"]
+    assert refused and all(v["above_window"] and v["within_budget"] for v in refused)
+    assert replayed["summary"]["refused_within_budget"] == len(refused)
 
 
 def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
