@@ -33,14 +33,15 @@ SUMMARY_KEYS = {
     "mean_utilisation", "peak_view_tokens", "tokens_saved", "final_tokens_saved",
     "prefix_stable_requests", "invalid_views", "over_budget_requests", "ingress_truncations",
     "budget", "budget_source", "budget_capped", "trigger_tokens", "host_check",
-    "host_invalid_views", "refused_views", "dropped_messages",
+    "host_invalid_views", "refused_views", "dropped_messages", "peak_request_tokens",
+    "request_budget", "refused_within_budget",
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",
     "view_tokens", "budget", "budget_source", "utilisation", "level", "compacted", "removed",
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
     "host_valid", "violations", "prefix_stable", "overhead_tokens", "repairs",
-    "system_prompt_tokens",
+    "system_prompt_tokens", "request_budget", "reserved_output", "request_tokens", "over_budget",
 }  # fmt: skip
 COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
@@ -97,8 +98,9 @@ def test_default_replay_reports_compactions() -> None:
 def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     report = run_json("replay")
     assert set(report) == {
-        "source", "config", "window", "token_family", "budget", "summary", "compactions",
-        "requests", "warnings", "refusals", "drops", "window_basis", "window_by_category", "cache",
+        "source", "config", "window", "token_family", "budget", "initial_budget", "summary",
+        "compactions", "requests", "warnings", "refusals", "drops", "window_basis",
+        "window_by_category", "cache",
     }  # fmt: skip
     summary, requests, compactions = report["summary"], report["requests"], report["compactions"]
     # A bare transcript: the window by category is the replayed view's, and no cache was seen.
@@ -142,7 +144,8 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     assert summary["tokens_saved"] == sum(r["history_tokens"] - r["view_tokens"] for r in requests)
     assert summary["history_tokens"] >= requests[-1]["history_tokens"]
     for r in requests:
-        assert r["utilisation"] == round(r["view_tokens"] / r["budget"], 4)
+        assert r["request_tokens"] == r["view_tokens"] + r["overhead_tokens"]
+        assert r["utilisation"] == round(r["request_tokens"] / r["request_budget"], 4)
         assert r["history_messages"] == r["at_message"]  # a request comes before its message
     assert all(r["view_tokens"] < summary["budget"] for r in requests[1:])
 

@@ -47,7 +47,7 @@ def record(
         utilisation=view / budget, level=int(compacted), compacted=compacted, removed=0,
         truncated=0, stubbed=0, left_out=0, shortened=0, stubs=0, repaired=0, notice=False,
         valid=not violations, host_valid=None, violations=list(violations), prefix_stable=True,
-        overhead_tokens=overhead, repairs=dict(repairs or {}),
+        overhead_tokens=overhead, repairs=dict(repairs or {}), request_budget=budget,
     )  # fmt: skip
 
 
@@ -72,6 +72,20 @@ def test_above_the_window_counts_view_overhead_and_requested_output() -> None:
     )
     # No window known: nothing is judged above it.
     assert assess(report_of([over])).refused == []
+
+
+def test_a_request_within_the_budget_but_above_the_window_is_the_providers_stricter_rule() -> None:
+    window = Window(context_window=10_000, max_output_tokens=2_000)
+    within = record(1, view=8_500, budget=9_000)  # 8,500 + 2,000 > 10,000, yet under 9,000
+    over = record(2, view=9_500, budget=9_000)
+    within.reserved_output = over.reserved_output = 500
+    result = assess(report_of([within, over], window))
+    assert [v.request for v in result.refused] == [1, 2] and result.within_budget == 1
+    assert [v.within_budget for v in result.refused] == [True, False]
+    assert "within the module's 9,000-token request budget" in result.refused[0].reasons[0]
+    assert "held back 500" in result.refused[0].reasons[0]
+    assert "budget" not in result.refused[1].reasons[0]
+    assert result.as_json()["within_budget"] == 1
 
 
 def test_any_violation_is_a_refusal() -> None:
@@ -148,7 +162,7 @@ def test_check_exits_with_its_own_status_when_a_view_is_above_the_window(
 ) -> None:
     long_prompt = {"role": "user", "content": "List the files. " + "Details follow. " * 1_500}
     path = _write(tmp_path, [long_prompt, *CLEAN[1:]])
-    # The budget leaves room for the view, but view + 12,000 requested output > 16,000.
+    # view + 12,000 requested output > 16,000.
     window = ["--context-window", "16000", "--max-output-tokens", "12000"]
     result = runner.invoke(app, ["replay", path, *window, "--check"])
     assert result.exit_code == CHECK_FAILED == 4, result.stderr
@@ -159,8 +173,29 @@ def test_check_exits_with_its_own_status_when_a_view_is_above_the_window(
     assert runner.invoke(app, ["replay", path, *window]).exit_code == 0  # only with --check
     report = json.loads(runner.invoke(app, ["replay", path, *window, "--json"]).stdout)
     assert report["refusals"]["refused_views"] == report["summary"]["refused_views"] == 2
+    # The long prompt is over the budget too (4,000 once the output and the margin are held
+    # back): the summary and --check tell one story.
+    assert report["summary"]["over_budget_requests"] == 2
+    assert report["summary"]["refused_within_budget"] == 0
     fine = ["--context-window", "16000", "--max-output-tokens", "4000"]
     assert runner.invoke(app, ["replay", path, *fine, "--check"]).exit_code == 0
+
+
+def test_a_window_too_small_for_the_output_is_the_providers_stricter_rule(tmp_path: Path) -> None:
+    prompt = {"role": "user", "content": "List the files. " + "Details follow. " * 600}
+    path = _write(tmp_path, [prompt, *CLEAN[1:]])
+    # The budget holds back 11,000 of the 14,000 output (it keeps a quarter of the window for
+    # the input): a view within its 4,000 is still above the window with the whole output.
+    window = ["--context-window", "16000", "--max-output-tokens", "14000"]
+    report = json.loads(runner.invoke(app, ["replay", path, *window, "--json"]).stdout)
+    summary = report["summary"]
+    assert summary["request_budget"] == 4_000 and summary["over_budget_requests"] == 0
+    assert summary["refused_views"] == summary["refused_within_budget"] == 2
+    result = runner.invoke(app, ["replay", path, *window, "--check"])
+    assert result.exit_code == CHECK_FAILED
+    assert "the budget held back 11,000)" in result.stderr
+    text = " ".join(runner.invoke(app, ["replay", path, *window]).stdout.split())
+    assert "held back 11,000 (the budget keeps a quarter of the window for the input)" in text
 
 
 class _DuplicatedResult(SimpleContextManager):
@@ -220,3 +255,96 @@ def test_check_on_the_recorded_session() -> None:
     clean = runner.invoke(app, ["replay", str(SESSION), "--check"])
     assert clean.exit_code == 0, clean.stderr
     assert "none of 9 views" in " ".join(clean.stdout.split())
+
+
+# --- the summary and --check tell one story ---------------------------------------------------
+
+EXAMPLE_200K = ["--context-window", "200000", "--max-output-tokens", "64000"]
+
+
+def _one_story(report: dict[str, Any]) -> None:
+    """The summary's over-budget requests and --check's above-window ones disagree only where
+    the report names the provider's stricter rule (``within_budget``)."""
+    summary, refusals = report["summary"], report["refusals"]
+    above = {v["request"] for v in refusals["refused"] if v["above_window"]}
+    over = {r["request"] for r in report["requests"] if r["over_budget"]}
+    within = {v["request"] for v in refusals["refused"] if v["within_budget"]}
+    assert above - over == within
+    assert summary["over_budget_requests"] == len(over)
+    assert summary["refused_within_budget"] == refusals["within_budget"] == len(within)
+    for r in report["requests"]:
+        assert r["request_tokens"] == r["view_tokens"] + r["overhead_tokens"]
+        assert r["over_budget"] == (r["request_tokens"] > r["request_budget"])
+
+
+def _json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["replay", *args, "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _flat(*args: str) -> str:
+    result = runner.invoke(app, ["replay", *args])
+    assert result.exit_code == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+def test_the_summary_and_check_agree_on_the_example_at_200000_64000() -> None:
+    report = _json(*EXAMPLE_200K)
+    _one_story(report)
+    summary = report["summary"]
+    assert summary["over_budget_requests"] == 0 == summary["refused_views"]
+    assert summary["request_budget"] == 200_000 - 64_000 - 4_096
+    assert 0.5 < summary["max_utilisation"] <= 1
+    assert runner.invoke(app, ["replay", *EXAMPLE_200K, "--check"]).exit_code == 0
+    assert "│ 0 (above the window: 0) │" in _flat(*EXAMPLE_200K)  # Requests over the budget
+
+
+def test_where_the_provider_reserves_more_output_than_the_budget_the_report_says_so() -> None:
+    # Half the output held back (the spec's old formula): the provider still reserves it all.
+    args = [*EXAMPLE_200K, "--output-reserve", "0.5"]
+    report = _json(*args)
+    _one_story(report)
+    summary = report["summary"]
+    refused = summary["refused_views"]
+    assert summary["over_budget_requests"] == 0 < refused == summary["refused_within_budget"]
+    checked = runner.invoke(app, ["replay", *args, "--check"])
+    assert checked.exit_code == CHECK_FAILED
+    assert "the budget held back 32,000)" in checked.stderr
+    assert (
+        f"{refused} request(s) within the budget are above the window: the provider reserves "
+        "the 64,000 output tokens it is asked for, the budget held back 32,000 "
+        "(output_reserve_fraction 0.5)"
+    ) in _flat(*args)
+
+
+@pytest.mark.skipif(not SESSION.is_dir(), reason="the shared session is not here")
+def test_the_summary_and_check_agree_on_the_recorded_session() -> None:
+    report = _json(str(SESSION))
+    _one_story(report)
+    summary = report["summary"]
+    assert summary["over_budget_requests"] == 0 == summary["refused_views"]
+    # The whole request: system prompt, tools, messages and injections, near the 79,312 the
+    # provider billed for request 9 (the view alone is ~42,000).
+    assert abs(summary["peak_request_tokens"] - 79_312) <= 0.02 * 79_312
+    assert summary["peak_view_tokens"] < 43_000
+    assert summary["request_budget"] == 300_000
+    assert summary["max_utilisation"] == round(summary["peak_request_tokens"] / 300_000, 4)
+    assert runner.invoke(app, ["replay", str(SESSION), "--check"]).exit_code == 0
+
+
+@pytest.mark.skipif(not SESSION.is_dir(), reason="the shared session is not here")
+def test_a_50000_cap_puts_the_recorded_requests_over_the_budget() -> None:
+    args = [str(SESSION), "--max-tokens", "50000"]
+    report = _json(*args)
+    _one_story(report)
+    summary = report["summary"]
+    assert summary["request_budget"] == 50_000
+    # The system prompt, tools and injections alone are ~73,600: no view makes that fit.
+    assert summary["over_budget_requests"] == summary["requests"] == 9
+    assert all(r["request_tokens"] > 70_000 for r in report["requests"])
+    assert summary["max_utilisation"] > 1.4
+    # The provider's 1,000,000-token window takes them: here the cap is the stricter rule.
+    assert summary["refused_views"] == 0
+    assert runner.invoke(app, ["replay", *args, "--check"]).exit_code == 0
+    assert "│ 9 (above the window: 0) │" in _flat(*args)  # Requests over the budget

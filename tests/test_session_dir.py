@@ -21,6 +21,7 @@ from rich.console import Console
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.known_windows import KNOWN_WINDOWS, is_on, known_window
+from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.session_dir import (
     RecordedUsage,
     SessionError,
@@ -28,6 +29,7 @@ from amplifier_module_context_simple.replay.session_dir import (
     read_session,
     system_text,
 )
+from amplifier_module_context_simple.replay.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.settings_text import render_settings
 
 from .cli_runs import run, run_json
@@ -518,6 +520,16 @@ def test_the_real_session_replays_on_its_300000_cap_with_sources_named() -> None
     assert report["source"]["ignored_config_keys"] == ["auto_compact"]
     result = run("replay", str(REAL_SESSION))
     assert "model table" in result.stdout and "session events" in result.stdout
+    # The Budget line: the parts with the replay's figures, the first request's beside them.
+    out = " ".join(result.stdout.split())
+    assert (
+        f"Budget {budget['effective_budget']:,} tokens for the messages at the last request = "
+        "min(simulated 1,000,000-token window - 128,000 output held back - 4,096 margin, "
+        "max_tokens 300,000 (session events)) - 30,312 tool definitions - "
+        f"{budget['learned_overhead_tokens']:,} learned overhead"
+    ) in out
+    assert "the first request's: 269,688 (the same limit - 30,312 tool definitions - 0" in out
+    assert "300,000 (whole request, max_tokens cap)" in out
 
 
 def test_strict_reads_only_the_events_file_it_replays(tmp_path: Path) -> None:
@@ -525,3 +537,24 @@ def test_strict_reads_only_the_events_file_it_replays(tmp_path: Path) -> None:
     write_lines(directory / "hooks-a" / "events.jsonl", ["not json", event("session:end", {})])
     session = read_session(directory, strict=True)
     assert session.events == directory / "hooks-b" / "events.jsonl"
+
+
+def test_the_settings_table_names_the_first_request_budget_when_it_differs() -> None:
+    first = {"source": "provider_defaults", "context_window": 100_000, "reserved_output": 8_000,
+             "safety_margin": 4_096, "effective_budget": 87_904, "capped": False}  # fmt: skip
+    # A later request asked for less output: its request budget is larger.
+    last = {**first, "reserved_output": 4_000, "effective_budget": 81_904,
+            "tool_definitions_tokens": 10_000}  # fmt: skip
+    source: dict[str, Any] = {
+        "settings": [{"name": "context_window", "value": 100_000, "source": "flag"}]
+    }
+    add_budget_setting(source, last, first)
+    (entry,) = [s for s in source["settings"] if s["name"] == "budget"]
+    assert entry == {"name": "budget", "value": 91_904, "source": "flag", "first": 87_904}
+    report = ReplayReport(source=source, config=ContextConfig(), window=None, budget_event=last)
+    console = Console(width=120, record=True, highlight=False)
+    render_settings(console, report)
+    text = " ".join(console.export_text().split())
+    assert "91,904 (whole request, last request; the first: 87,904)" in text
+    add_budget_setting(source, last, last)
+    assert "first" not in next(s for s in source["settings"] if s["name"] == "budget")

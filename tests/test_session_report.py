@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
+from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.plot import window_series
 from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
@@ -87,8 +89,17 @@ def usage_for(number: int) -> dict[str, int]:
     }
 
 
-def make_session(directory: Path, *, rounds: int = 4, inject: bool = True) -> Path:
-    """A session directory whose events hold one payload and one usage per request."""
+def make_session(
+    directory: Path,
+    *,
+    rounds: int = 4,
+    inject: bool = True,
+    tools: Callable[[int], list[dict[str, Any]] | None] = lambda _: TOOLS,
+) -> Path:
+    """A session directory whose events hold one payload and one usage per request.
+
+    ``tools``: request number -> the payload's ``tools`` (``None``: the payload has none).
+    """
     transcript = conversation(rounds)
     directory.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(m) + "\n" for m in transcript)
@@ -102,13 +113,14 @@ def make_session(directory: Path, *, rounds: int = 4, inject: bool = True) -> Pa
         if message["role"] != "assistant":
             continue
         number += 1
-        payload = {
+        payload: dict[str, Any] = {
             "model": "claude-opus-4-8",
             "system": [{"type": "text", "text": "You are careful. " * 50}],
-            "tools": TOOLS,
             "messages": provider_messages(transcript[:position], inject=inject),
             "max_tokens": 8_000,
         }
+        if (recorded := tools(number)) is not None:
+            payload["tools"] = recorded
         events.append(
             {"event": "llm:request", "data": {"model": "claude-opus-4-8", "raw": payload}}
         )
@@ -145,6 +157,50 @@ def test_the_window_is_broken_down_over_the_recorded_payloads(tmp_path: Path) ->
         assert w["gap"] == w["used"] - w["provider"]
 
 
+def test_the_recorded_tool_definitions_reach_the_replayed_budget(tmp_path: Path) -> None:
+    # The live module holds back the tools the coordinator mounted; the replay's manager is
+    # told the ones each payload recorded, priced by the same rule as the window table.
+    priced = estimate_tool_definitions(TOOLS, "claude47")
+    report = run_json("replay", str(make_session(tmp_path / "s")))
+    assert report["budget"]["tool_definitions_tokens"] == priced > 0
+    assert all(w["categories"]["tool definitions"] == priced for w in report["window_by_category"])
+    # A payload without tools leaves the last ones in force; a new list replaces them.
+    more = [*TOOLS, {"name": "grep", "description": "Search files. " * 40, "input_schema": {}}]
+    only_first = make_session(tmp_path / "a", tools=lambda n: TOOLS if n == 1 else None)
+    changed = make_session(tmp_path / "b", tools=lambda n: TOOLS if n < 3 else more)
+    none = make_session(tmp_path / "c", tools=lambda _: None)
+    assert run_json("replay", str(only_first))["budget"]["tool_definitions_tokens"] == priced
+    assert run_json("replay", str(changed))["budget"]["tool_definitions_tokens"] == (
+        estimate_tool_definitions(more, "claude47")
+    )
+    assert run_json("replay", str(none))["budget"]["tool_definitions_tokens"] == 0
+
+
+def test_the_budget_line_gives_the_parts_with_the_replay_figures(tmp_path: Path) -> None:
+    session = str(make_session(tmp_path / "s"))
+    report = run_json("replay", session)
+    last, first = report["budget"], report["initial_budget"]
+    tools, learned = last["tool_definitions_tokens"], last["learned_overhead_tokens"]
+    assert tools > 0 and learned > 0 == first["learned_overhead_tokens"]
+    # max_tokens caps the request; the tools and what the readings taught come off the cap.
+    assert last["effective_budget"] == 60_000 - tools - learned
+    assert first["effective_budget"] == 60_000 - tools
+    assert report["summary"]["request_budget"] == 60_000
+    out = " ".join(run("replay", session).stdout.split())
+    assert (
+        f"Budget {last['effective_budget']:,} tokens for the messages at the last request = "
+        "min(simulated 200,000-token window - 8,000 output held back - 4,096 margin, "
+        f"max_tokens 60,000 (session events)) - {tools:,} tool definitions - {learned:,} "
+        "learned overhead (provider_defaults)"
+    ) in out
+    assert (
+        f"the first request's: {first['effective_budget']:,} (the same limit - {tools:,} tool "
+        "definitions - 0 learned overhead: no reading yet)"
+    ) in out
+    # The settings table lists the request budget, which both requests ran on.
+    assert "60,000 (whole request, max_tokens cap)" in out
+
+
 def test_a_reminder_that_moves_breaks_the_cache_at_every_request(tmp_path: Path) -> None:
     report = run_json("replay", str(make_session(tmp_path / "s")))
     cache, summary = report["cache"], report["summary"]
@@ -178,7 +234,7 @@ def test_the_text_report_puts_the_recorded_cache_beside_the_replayed_views(
     out = " ".join(result.stdout.split())
     assert "Recorded cache breaks" in out and "4 (4 tail injection moved)" in out
     assert "What the window held, per request" in out and "ephemeral injections" in out
-    assert "capped by max_tokens 60,000 (session events)" in out
+    assert "max_tokens 60,000 (session events))" in out  # the cap in the budget line
 
 
 def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Path) -> None:
@@ -199,6 +255,15 @@ def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Pa
     replayed = run_json("replay", session, *args)
     assert replayed["summary"]["compactions"] >= 1
     assert all(r["budget"] == 1 for r in replayed["requests"][1:])
+    # A starved budget is one token for the messages, but the request budget stays what the
+    # window leaves the input (not 1 + the held-back parts). This window is small enough that
+    # the budget keeps a quarter of it for the input, holding back less than the 8,000 output
+    # the provider reserves: the refused requests are within the budget, and marked so.
+    room = window - replayed["budget"]["reserved_output"] - window // 16
+    assert all(r["request_budget"] == room for r in replayed["requests"])
+    refused = replayed["refusals"]["refused"]
+    assert refused and all(v["above_window"] and v["within_budget"] for v in refused)
+    assert replayed["summary"]["refused_within_budget"] == len(refused)
 
 
 def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
@@ -218,6 +283,12 @@ def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
     assert run("replay", str(path), *window, "--check").exit_code == 0
     refused = run("replay", str(path), *window, "--overhead", "5000", "--check")
     assert refused.exit_code == 4
+    # The summary counts the same whole request over the budget that --check refuses.
+    plain_fit = run_json("replay", str(path), *window)["summary"]
+    over = run_json("replay", str(path), *window, "--overhead", "5000")
+    assert plain_fit["over_budget_requests"] == 0
+    above = sum(v["above_window"] for v in over["refusals"]["refused"])
+    assert over["summary"]["over_budget_requests"] == above == len(over["requests"])
     assert run("replay", str(path), "--overhead", "-1").exit_code != 0
 
 
@@ -234,6 +305,11 @@ def test_the_recorded_session_shows_its_real_window_and_cache() -> None:
     for w in report["window_by_category"]:
         assert abs(w["gap"]) <= 0.02 * w["provider"], "our estimate is within 2% of the bill"
         assert w["categories"]["ephemeral injections"] > 6_000
+    # The recorded tool definitions reach the budget, priced as the window table prices them.
+    last = list(read_session(REAL_SESSION).requests())[-1]
+    priced = estimate_tool_definitions(last.payload["tools"], "claude47")
+    assert budget["tool_definitions_tokens"] == priced == 30_312
+    assert report["window_by_category"][-1]["categories"]["tool definitions"] == priced
 
 
 def test_inspect_counts_the_recorded_system_prompt_as_added_by_the_view(tmp_path: Path) -> None:

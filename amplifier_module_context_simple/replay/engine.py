@@ -2,8 +2,10 @@
 
 A replay does what an orchestrator does: before every assistant message it asks the manager
 for a view, then adds the assistant message; every other message is simply added. Each request
-is recorded (``report.RequestRecord``) with the history and view sizes, the budget in force,
-what compaction changed and whether the view is valid and prefix-stable.
+is recorded (``report.RequestRecord``) with the history and view sizes, the whole request's
+size (the view plus the overhead ``session_analysis`` finds: ``RequestRecord.request_tokens``),
+the budget in force (the view's, and the request budget that whole request is held to), what
+compaction changed and whether the view is valid and prefix-stable.
 
 "Valid" means both checks an orchestrator's request goes through: ``check_view(view,
 history=...)`` against the whole history so far (pairing, unique ids, the turn invariants), and
@@ -35,6 +37,7 @@ from .._invariants import ViewChecker, shared_start
 from .drops import DropTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
+from .records import request_budget
 from .refusals import repair_kind
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .session_analysis import WindowAnalysis
@@ -168,6 +171,8 @@ async def replay(
                 record.overhead_tokens = analysis.observe(
                     record.request, record.budget, view, pending, view_tokens=record.view_tokens
                 )
+                # Only now is the whole request known (the overhead is the analysis's).
+                record.utilisation = _share(record.request_tokens, record.request_budget)
                 repairs.update(manager.view_repairs)
                 report.requests.append(record)
                 _note_compaction(report, record, fresh)
@@ -224,7 +229,7 @@ def _finish(
 ) -> None:
     report.ingress_truncations = recorder.ingress_truncations
     report.warnings = dict(list(collector.seen.items())[:_MAX_WARNINGS])
-    add_budget_setting(report.source, report.initial_budget_event or report.budget_event)
+    add_budget_setting(report.source, report.budget_event, report.initial_budget_event)
     report.windows, report.window_basis, report.cache = (
         analysis.entries,
         analysis.basis,
@@ -280,7 +285,7 @@ def _record(
         system_prompt_tokens=sums.system_prompt,
         budget=effective,
         budget_source=str(budget.get("source", "")),
-        utilisation=round(view_tokens / effective, 4) if effective else 0.0,
+        utilisation=0.0,  # set once the request's overhead is known
         level=0,
         compacted=compaction is not None,
         removed=int(compaction["messages_removed"]) if compaction else 0,
@@ -295,7 +300,13 @@ def _record(
         host_valid=None if host_problems is None else not host_problems,
         violations=violations,
         prefix_stable=True,
+        request_budget=request_budget(budget),
+        reserved_output=int(budget.get("reserved_output") or 0),
     )
+
+
+def _share(tokens: int, limit: int) -> float:
+    return round(tokens / limit, 4) if limit else 0.0
 
 
 def _extends(

@@ -21,7 +21,9 @@ from rich.table import Table
 
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
+from .refusals import assess
 from .report import ReplayReport
+from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from .settings_text import render_settings
 from .view import ViewRow
 from .window_report import render_window_report
@@ -80,7 +82,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     pairs = [
         ("Requests (one before each assistant message)", f"{n:,}"),
         ("Compactions", f"{s['compactions']:,} (final level {s['final_level']})"),
-        ("Budget used, max / mean", f"{s['max_utilisation']:.1%} / {s['mean_utilisation']:.1%}"),
+        ("Budget used by the whole request, max / mean",
+         f"{s['max_utilisation']:.1%} / {s['mean_utilisation']:.1%} of {s['request_budget']:,}"),
+        ("Largest request (view + overhead)", f"{s['peak_request_tokens']:,} tokens"),
         ("Largest view", f"{s['peak_view_tokens']:,} tokens"),
         ("History at the end", f"{s['messages']:,} messages, {s['history_tokens']:,} tokens"),
         ("Tokens saved, last request", f"{s['final_tokens_saved']:,}"),
@@ -88,7 +92,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
         *_cache_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
-        ("Views over the budget", f"{s['over_budget_requests']:,}"),
+        ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
     ]  # fmt: skip
     table = Table(title="Summary", show_header=False, title_justify="left")
@@ -101,6 +105,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     for label, value in pairs:
         table.add_row(label, value)
     console.print(table)
+    console.print(f"[dim]{_whole_request_note(report)}[/]")
+    if s["refused_within_budget"]:
+        console.print(f"[yellow]{_stricter_text(report, s['refused_within_budget'])}[/]")
     render_window_report(console, report, show_requests=show_requests)
     if report.compactions:
         console.print(_compactions_table(console, report))
@@ -208,26 +215,90 @@ def _fitted(
 
 
 def _budget_text(report: ReplayReport) -> str:
+    """The budget's parts with the replay's figures: the last request's, and the first's
+    when it differs (a reading had not yet taught it the overhead)."""
     b = report.budget_event or {}
-    text = f"{b.get('effective_budget', 0):,} tokens"
-    if b.get("source") == "provider_defaults":
-        text += (
-            f" = simulated {b['context_window']:,}-token window - {b['reserved_output']:,} "
-            f"reserved output - {b.get('safety_margin', 0):,} margin"
-            f" - {b.get('tool_definitions_tokens', 0):,} tool definitions"
-            f" - {b.get('learned_overhead_tokens', 0):,} learned overhead (provider_defaults)"
-        )
-        if report.source.get("format") == "example" and not report.source.get("window_given"):
-            text += (
-                "\n        (the built-in example's default window; change it with --context-window)"
-            )
-    else:
+    text = f"{b.get('effective_budget', 0):,} tokens for the messages"
+    if b.get("source") != "provider_defaults":
         text += f" ({b.get('source')}: no provider window simulated; see --context-window)"
-    if b.get("capped"):
+        if b.get("capped"):
+            cap = f"{b.get('max_tokens'):,} ({_source_of(report, 'max_tokens')})"
+            text += f", capped by max_tokens {cap}"
+        return text
+    room = (
+        f"simulated {b['context_window']:,}-token window - {b['reserved_output']:,} output "
+        f"held back - {b.get('safety_margin', 0):,} margin"
+    )
+    if b.get("max_tokens") is not None:
+        room = f"min({room}, max_tokens {b['max_tokens']:,} ({_source_of(report, 'max_tokens')}))"
+    first = report.initial_budget_event or b
+    text += (
+        f"{' at the last request' if first != b else ''} = {room} - "
+        f"{_held_text(b)} (provider_defaults)"
+    )
+    if first != b and first.get("effective_budget") != b.get("effective_budget"):
+        learned = "" if first.get("learned_overhead_tokens") else ": no reading yet"
         text += (
-            f", capped by max_tokens {b.get('max_tokens'):,} ({_source_of(report, 'max_tokens')})"
+            f"\n        the first request's: {first.get('effective_budget', 0):,} "
+            f"(the same limit - {_held_text(first)}{learned})"
         )
+    if report.source.get("format") == "example" and not report.source.get("window_given"):
+        text += "\n        (the built-in example's default window; change it with --context-window)"
     return text
+
+
+def _held_text(b: dict[str, Any]) -> str:
+    return (
+        f"{b.get('tool_definitions_tokens', 0):,} tool definitions - "
+        f"{b.get('learned_overhead_tokens', 0):,} learned overhead"
+    )
+
+
+def _whole_request_note(report: ReplayReport) -> str:
+    """What "the whole request" covered and the two limits it was held to: the budget's (the
+    summary) and the provider's (--check)."""
+    basis = report.window_basis
+    if basis == BASIS_PAYLOAD:
+        what = (
+            "the replayed view (its system prompt included) + the recorded tool definitions "
+            "and injections"
+        )
+    elif basis == BASIS_GIVEN:
+        what = "the replayed view + the --overhead given"
+    else:
+        what = "the replayed view alone (no payload recorded, no --overhead given)"
+    last = report.requests[-1]
+    text = f"Whole request: {what}, held to the {last.request_budget:,}-token request budget"
+    window = report.window
+    if window is None:
+        return text + "; no window known, so --check judges none above it"
+    return (
+        f"{text}; --check holds it + the {window.max_output_tokens:,} output tokens asked for "
+        f"to the {window.context_window:,}-token window"
+    )
+
+
+def _refused_note(report: ReplayReport) -> str:
+    if report.window is None:
+        return ""
+    above = sum(v.above_window for v in assess(report).refused)
+    return f" (above the window: {above:,})"
+
+
+def _stricter_text(report: ReplayReport, count: int) -> str:
+    """Where the provider's rule is stricter than the budget: the output it reserves."""
+    window = report.window
+    asked = window.max_output_tokens if window is not None else 0
+    held = (report.budget_event or {}).get("reserved_output", 0)
+    why = (
+        f"output_reserve_fraction {report.config.output_reserve_fraction}"
+        if report.config.output_reserve_fraction < 1
+        else "the budget keeps a quarter of the window for the input"
+    )
+    return (
+        f"{count:,} request(s) within the budget are above the window: the provider reserves "
+        f"the {asked:,} output tokens it is asked for, the budget held back {held:,} ({why})"
+    )
 
 
 def _source_of(report: ReplayReport, name: str) -> str:
@@ -259,7 +330,8 @@ def _compactions_table(console: Console, report: ReplayReport) -> Table:
 def _requests_table(console: Console, report: ReplayReport) -> Table:
     columns = [
         _Column("request"), _Column("history\nmsgs", drop=3), _Column("history\ntok", drop=5),
-        _Column("view\nmsgs", drop=4), _Column("view\ntok"), _Column("used"),
+        _Column("view\nmsgs", drop=4), _Column("view\ntok"), _Column("request\ntok", drop=8),
+        _Column("used"),
         _Column("level"), _Column("left\nout", drop=6), _Column("shortened", drop=2),
         _Column("stubs", drop=1), _Column("notice", numeric=False, drop=7),
         _Column("ok", numeric=False),
@@ -272,12 +344,13 @@ def _requests_table(console: Console, report: ReplayReport) -> Table:
         rows.append([
             f"{r.request}{'*' if r.compacted else ''}", str(r.history_messages),
             f"{r.history_tokens:,}", str(r.view_messages), f"{r.view_tokens:,}",
-            f"{r.utilisation:.0%}", str(r.level), str(r.left_out), str(r.shortened),
-            str(r.stubs), "yes" if r.notice else "", flags or "ok",
+            f"{r.request_tokens:,}", f"{r.utilisation:.0%}", str(r.level), str(r.left_out),
+            str(r.shortened), str(r.stubs), "yes" if r.notice else "", flags or "ok",
         ])  # fmt: skip
     return _fitted(
         console, columns, rows, title="Requests", title_justify="left", box=box.SIMPLE_HEAD,
-        caption="* compaction at this request; ok: view valid and prefix-stable",
+        caption="* compaction at this request; used: the whole request (request tok) of the "
+        "request budget; ok: view valid and prefix-stable",
     )  # fmt: skip
 
 
@@ -291,8 +364,9 @@ def render_view(
         f"[bold]Request {at}[/] (before history message {record.at_message}): "
         f"{from_history} of {record.history_messages} history messages"
         + (f" + {added} added by the view" if added else "")
-        + f", ~{record.view_tokens:,} tokens = "
-        f"{record.utilisation:.1%} of the {record.budget:,}-token budget; compaction level "
+        + f", ~{record.view_tokens:,} tokens (budget {record.budget:,}); the whole request "
+        f"~{record.request_tokens:,} = {record.utilisation:.1%} of its {record.request_budget:,}"
+        "-token budget; compaction level "
         f"{record.level}; view {'valid' if record.valid else 'INVALID'}"
         + ("" if record.host_valid is not None else " (host model check not run)")
     )

@@ -4,8 +4,9 @@
 ``messages`` with ``text`` / ``thinking`` / ``tool_use`` / ``tool_result`` blocks; OpenAI chat:
 system and developer messages inside ``messages``, ``tools`` with ``function``) beside the
 Amplifier transcript the session had stored up to that request, and prices every part with the
-module's estimator: system prompt, tool definitions, conversation messages, ephemeral
-injections, the compaction notice, free space and the output reserve. The figures are the
+module's estimator: system prompt, tool definitions (priced by the runtime's own
+``estimate_tool_definitions``, the figure the live budget holds back), conversation messages,
+ephemeral injections, the compaction notice, free space and the output reserve. The figures are the
 estimator's over the payload; they are never scaled to the provider's total, which
 :func:`compare` puts beside them. :func:`transcript_breakdown` is the same table for a bare
 transcript, with the overhead the user states in place of the system prompt and tools.
@@ -15,12 +16,12 @@ The payload is matched to the transcript by :mod:`.payload_match`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import estimate_message_tokens
+from .._tool_definitions import estimate_tool_definitions
 from .payload_match import Injection, MessageMatch, align, payload_parts
 
 __all__ = [
@@ -143,7 +144,7 @@ def breakdown(
         max_output=max_output,
         family=family,
         system=_system_tokens(system, family),
-        tools=_json_tokens(tools, family) if tools else 0,
+        tools=estimate_tool_definitions(tools, family),
         conversation=sum(m.tokens for m in aligned.messages),
         injections=aligned.injections,
         notice=aligned.notice_tokens or notice_tokens,
@@ -200,17 +201,3 @@ def _system_tokens(system: list[Any], family: str | None) -> int:
     if all(isinstance(s, Mapping) and "role" in s for s in system):
         return sum(estimate_message_tokens(s, family=family) for s in system)
     return estimate_message_tokens({"role": "system", "content": system}, family=family)
-
-
-def _json_tokens(value: Any, family: str | None) -> int:
-    """The estimate of ``value``'s JSON text, which is how a definition reaches the model."""
-    text = json.dumps(_strip_cache_control(value), ensure_ascii=False, default=str)
-    return estimate_message_tokens({"role": "system", "content": text}, family=family)
-
-
-def _strip_cache_control(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_cache_control(v) for v in value]
-    return value

@@ -1,8 +1,11 @@
 """Feeding a session's recorded requests into a replay, one per request the replay makes.
 
 Before request k the manager's system prompt factory returns recorded request k's system text
-(the view then carries the system prompt the session really sent); after it, the recorded usage
-goes to the meter's ``llm:response`` handler, shaped as the host delivers it. The requests are
+(the view then carries the system prompt the session really sent) and, when the payload
+recorded its ``tools``, the manager is told them through ``set_tool_definitions`` (the budget
+then holds them back as the live module, told the coordinator's mounted tools, would; a payload
+without ``tools`` leaves the last ones in force); after it, the recorded usage goes to the
+meter's ``llm:response`` handler, shaped as the host delivers it. The requests are
 consumed as the replay goes, so only one recorded payload is alive at a time. When the replay
 outlives the recording, the last system prompt stays and no usage follows.
 """
@@ -10,7 +13,7 @@ outlives the recording, the last system prompt stays and no usage follows.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from .. import SimpleContextManager
 from .report import ReplayReport
@@ -27,6 +30,7 @@ class RecordedFeed:
     def __init__(self, recorded: Iterable[RecordedRequest]) -> None:
         self._requests = iter(recorded)
         self.matched = 0
+        self._tools: list[Any] | None = None
 
     async def before(self, manager: SimpleContextManager) -> RecordedRequest | None:
         """Set the next recorded request's system prompt; return that request (``None``: none)."""
@@ -36,6 +40,12 @@ class RecordedFeed:
         self.matched += 1
         text = system_text(request.payload)
         await manager.set_system_prompt_factory(None if text is None else _constant(text))
+        tools = request.payload.get("tools")
+        # Told again only when the list changed: the manager's cache keys on the tool objects,
+        # so handing it each payload's fresh copy would re-estimate the same tools every request.
+        if isinstance(tools, list) and tools != self._tools:
+            self._tools = cast("list[Any]", tools)
+            manager.set_tool_definitions(self._tools)
         return request
 
     async def after(self, manager: SimpleContextManager, request: RecordedRequest | None) -> None:

@@ -1,14 +1,40 @@
 """The records a replay keeps: one per request and one per compaction.
 
 Plain data, imported by the report that collects them and by the modules that judge them
-(``refusals``), so neither has to import the other.
+(``refusals``), so neither has to import the other; and :func:`request_budget`, the limit a
+request is judged against, read off the ``context:budget`` payload in force.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["CompactionRecord", "RequestRecord"]
+__all__ = ["CompactionRecord", "RequestRecord", "request_budget"]
+
+
+def request_budget(budget: Mapping[str, Any]) -> int:
+    """What the whole request's input may take under ``budget`` (a ``context:budget`` payload).
+
+    The runtime's ``Budget.request_budget``: the view's budget plus what it held back for tool
+    definitions and learned overhead, i.e. ``min(window - output held back - margin,
+    max_tokens)``, the same for every request of a replay unless the output figure changes.
+    When the held-back parts alone leave the view no room the runtime's budget is one token
+    and that sum exceeds the input room, so it is capped by the room here.
+    """
+    total = sum(
+        int(budget.get(key) or 0)
+        for key in ("effective_budget", "tool_definitions_tokens", "learned_overhead_tokens")
+    )
+    window = budget.get("context_window")
+    if isinstance(window, int):
+        room = (
+            window - int(budget.get("reserved_output") or 0) - int(budget.get("safety_margin") or 0)
+        )
+        total = min(total, max(room, 1))
+    cap = budget.get("max_tokens")
+    return min(total, cap) if isinstance(cap, int) else total
 
 
 @dataclass
@@ -24,9 +50,10 @@ class RequestRecord:
     view_messages: int
     view_tokens: int
     budget: int
+    """The view's budget (``effective_budget``): what compaction works against."""
     budget_source: str
     utilisation: float
-    """view_tokens / budget."""
+    """``request_tokens / request_budget``: the whole request against its budget."""
     level: int
     compacted: bool
     """An escalation happened at this request (the figures below are what it added)."""
@@ -52,9 +79,28 @@ class RequestRecord:
     system_prompt_tokens: int = 0
     """Of ``view_tokens``, the system prompt the factory added (it is in no history message)."""
     overhead_tokens: int = 0
-    """What the request carries besides the view (recorded system prompt, tool definitions)."""
+    """What the request carries besides the view: a recorded payload's tool definitions and
+    ephemeral injections (the view has its system prompt), or a bare transcript's
+    ``--overhead`` (``session_analysis``)."""
+    request_budget: int = 0
+    """What the whole request's input may take (:func:`request_budget` of the budget in
+    force): the limit ``request_tokens`` is held to."""
+    reserved_output: int = 0
+    """The output the budget in force held back from the window (0 without a window)."""
     repairs: dict[str, int] = field(default_factory=dict[str, int])
     """The manager's ``view_repairs`` after this request, counted by kind (``REPAIR_KINDS``)."""
+
+    @property
+    def request_tokens(self) -> int:
+        """The whole request's input, as the provider counts it: the view (system prompt,
+        messages, notice) plus its overhead (tools, injections). The one figure the summary's
+        budget rows and ``refusals`` both judge."""
+        return self.view_tokens + self.overhead_tokens
+
+    @property
+    def over_budget(self) -> bool:
+        """The whole request is over the request budget."""
+        return self.request_tokens > self.request_budget
 
     @property
     def tokens_saved(self) -> int:

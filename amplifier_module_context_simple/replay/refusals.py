@@ -2,17 +2,27 @@
 
 A view is *refused* when a provider would turn the request down:
 
-* **above the window**: the view's tokens, plus what the request carries besides the view
-  (``RequestRecord.overhead_tokens``: recorded system prompt, tool definitions), plus the
-  requested output (the window's ``max_output_tokens``) exceed the context window. Only
-  judged when a window is known (simulated, from the session, or ``--context-window``).
+* **above the window**: the whole request (``RequestRecord.request_tokens``: the view, with
+  its system prompt, plus what the request carries besides it, the recorded tool definitions
+  and injections or the ``--overhead`` given) plus the requested output (the window's
+  ``max_output_tokens``) exceed the context window. Only judged when a window is known
+  (simulated, from the session, or ``--context-window``).
 * **invalid**: ``check_view`` found a violation (duplicated tool-call ids included) or the
   host's message model refused the view (``RequestRecord.valid`` is false).
 
+The summary's "over the budget" judges the same whole request against the request budget
+(``RequestRecord.over_budget``: the window less the output the budget held back and the margin,
+capped by ``max_tokens``). That limit is never above the provider's while the budget holds back
+the output the provider is asked for, so a request above the window is over the budget too;
+the one way a request within the budget is still refused is an output held back short of the
+one asked for (``output_reserve_fraction`` below 1, or a window so small the budget keeps a
+quarter of it for the input). ``RefusalReport.within_budget`` counts those, and each one's
+reason says so.
+
 Two patterns are flagged without counting as refusals, since a provider accepts each view:
 
-* an **over-budget streak**: :data:`STREAK_MIN` or more consecutive requests whose view is over
-  the budget (``view_tokens > budget``); the longest run is reported;
+* an **over-budget streak**: :data:`STREAK_MIN` or more consecutive requests over the budget
+  (``RequestRecord.over_budget``); the longest run is reported;
 * a **compaction storm**: :data:`STORM_MIN` or more consecutive requests that each compacted,
   i.e. re-compaction on every request; the longest run is reported.
 
@@ -66,6 +76,9 @@ class RequestVerdict:
     above_window: bool
     invalid: bool
     reasons: list[str]
+    within_budget: bool = False
+    """Above the window though within the module's budget: the provider's rule is stricter
+    (it is asked for more output than the budget held back)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,11 @@ class RefusalReport:
         return sum(v.invalid for v in self.refused)
 
     @property
+    def within_budget(self) -> int:
+        """Requests above the window that the module's budget allowed (see the module doc)."""
+        return sum(v.within_budget for v in self.refused)
+
+    @property
     def over_budget_streak(self) -> bool:
         return self.longest_over_budget.length >= STREAK_MIN
 
@@ -116,6 +134,7 @@ class RefusalReport:
             refused_views=self.refused_views,
             above_window=self.above_window,
             invalid=self.invalid,
+            within_budget=self.within_budget,
             over_budget_streak=self.over_budget_streak,
             storm=self.storm,
             streak_min=STREAK_MIN,
@@ -125,9 +144,9 @@ class RefusalReport:
 
 
 def needed_tokens(record: RequestRecord, window: Window | None) -> int:
-    """What the request asks of the window: view, overhead and the requested output."""
+    """What the request asks of the window: the whole request and the requested output."""
     output = window.max_output_tokens if window is not None else 0
-    return record.view_tokens + record.overhead_tokens + output
+    return record.request_tokens + output
 
 
 def repair_kind(entry: str) -> str:
@@ -170,7 +189,7 @@ def assess(report: Replayed) -> RefusalReport:
         context_window=window.context_window if window is not None else None,
         max_output_tokens=window.max_output_tokens if window is not None else None,
         refused=refused,
-        longest_over_budget=longest_run(report.requests, lambda r: r.view_tokens > r.budget),
+        longest_over_budget=longest_run(report.requests, lambda r: r.over_budget),
         longest_compaction_run=longest_run(report.requests, lambda r: r.compacted),
         repairs=_repairs(views, report.repairs),
     )
@@ -179,18 +198,29 @@ def assess(report: Replayed) -> RefusalReport:
 def _verdict(record: RequestRecord, window: Window | None) -> RequestVerdict | None:
     reasons: list[str] = []
     above = window is not None and needed_tokens(record, window) > window.context_window
+    within = above and not record.over_budget
     if above and window is not None:
         reasons.append(
             f"above the window: {record.view_tokens:,} view + {record.overhead_tokens:,} "
             f"overhead + {window.max_output_tokens:,} output = "
             f"{needed_tokens(record, window):,} > {window.context_window:,}"
+            + (_stricter(record, window) if within else "")
         )
     reasons += [f"invalid: {v}" for v in record.violations]
     if not record.valid and not record.violations:
         reasons.append("invalid")  # a record marked invalid with no violation text
     if not reasons:
         return None
-    return RequestVerdict(record.request, above, not record.valid, reasons)
+    return RequestVerdict(record.request, above, not record.valid, reasons, within)
+
+
+def _stricter(record: RequestRecord, window: Window) -> str:
+    """Why a request within the module's budget is above the window: the provider's rule."""
+    return (
+        f" (within the module's {record.request_budget:,}-token request budget: the provider "
+        f"reserves the {window.max_output_tokens:,} output tokens it is asked for, the budget "
+        f"held back {record.reserved_output:,})"
+    )
 
 
 def _repairs(views: Mapping[str, int], distinct: Mapping[str, int]) -> dict[str, RepairCount]:

@@ -3,6 +3,27 @@
 Token figures are the module's own estimates (the same estimator and tokenizer family the
 manager uses for its decisions), not provider counts. ``ReplayReport.as_json()`` is the
 ``--json`` document.
+
+The summary's budget figures judge the whole request (``RequestRecord.request_tokens``: the
+view with its system prompt, plus the tool definitions and injections a recorded payload
+carried or the ``--overhead`` given) against the request budget (``request_budget``: the
+window less the output held back and the margin, capped by ``max_tokens``), as ``--check``
+(``refusals``) judges the same whole request plus the requested output against the window:
+
+* ``max_utilisation`` / ``mean_utilisation``: ``request_tokens / request_budget`` over the
+  requests (each request's ``utilisation``); before the budget was the request's, they were
+  the view over the view's budget;
+* ``over_budget_requests``: requests whose whole request is over the request budget;
+* ``peak_request_tokens``: the largest whole request (``peak_view_tokens``: the largest view);
+* ``budget``: the view's budget at the last request (what compaction works against: the
+  request budget less the tool definitions and the learned overhead), ``request_budget`` the
+  request budget then; ``budget_source`` and ``budget_capped`` are the same budget event's;
+* ``refused_within_budget``: requests ``--check`` refuses above the window that the budget
+  allowed (only where the provider reserves more output than the budget held back).
+
+Each request carries ``request_tokens``, ``request_budget``, ``reserved_output`` and
+``over_budget``; ``budget`` is the last ``context:budget`` payload and ``initial_budget`` the
+first (before any reading taught the budget an overhead).
 """
 
 from __future__ import annotations
@@ -35,7 +56,8 @@ class ReplayReport:
     compactions: list[CompactionRecord] = field(default_factory=list[CompactionRecord])
     budget_event: dict[str, Any] | None = None
     initial_budget_event: dict[str, Any] | None = None
-    """The first budget of the replay (before any reading taught it an overhead)."""
+    """The first budget of the replay (before any reading taught it an overhead): the Budget
+    line and the settings table name it beside the last one when the two differ."""
     ingress_truncations: int = 0
     warnings: dict[str, int] = field(default_factory=dict[str, int])
     history_messages: int = 0
@@ -58,6 +80,7 @@ class ReplayReport:
         utilisation = [r.utilisation for r in requests]
         budget = self.budget_event or {}
         effective = int(budget.get("effective_budget", 0))
+        refusals = assess(self)
         return {
             "messages": self.history_messages,
             "history_tokens": self.history_tokens,
@@ -69,19 +92,22 @@ class ReplayReport:
             if utilisation
             else 0.0,
             "peak_view_tokens": max((r.view_tokens for r in requests), default=0),
+            "peak_request_tokens": max((r.request_tokens for r in requests), default=0),
             "tokens_saved": sum(r.tokens_saved for r in requests),
             "final_tokens_saved": requests[-1].tokens_saved if requests else 0,
             "prefix_stable_requests": sum(r.prefix_stable for r in requests),
             "invalid_views": sum(not r.valid for r in requests),
             "host_check": self.host_check,
             "host_invalid_views": sum(r.host_valid is False for r in requests),
-            "over_budget_requests": sum(r.view_tokens > r.budget for r in requests),
+            "over_budget_requests": sum(r.over_budget for r in requests),
             "ingress_truncations": self.ingress_truncations,
             "budget": effective,
+            "request_budget": requests[-1].request_budget if requests else 0,
             "budget_source": budget.get("source"),
             "budget_capped": bool(budget.get("capped", False)),
             "trigger_tokens": int(self.config.trigger(effective)),
-            "refused_views": assess(self).refused_views,
+            "refused_views": refusals.refused_views,
+            "refused_within_budget": refusals.within_budget,
             "dropped_messages": len({d.position for d in self.drops}),
             **self._cache_summary(),
         }
@@ -104,9 +130,13 @@ class ReplayReport:
             "window": asdict(self.window) if self.window else None,
             "token_family": self.token_family,
             "budget": self.budget_event,
+            "initial_budget": self.initial_budget_event,
             "summary": self.summary(),
             "compactions": _records(self.compactions),
-            "requests": _records(self.requests),
+            "requests": [
+                {**row, "request_tokens": r.request_tokens, "over_budget": r.over_budget}
+                for row, r in zip(_records(self.requests), self.requests, strict=True)
+            ],
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
             "refusals": assess(self).as_json(),
             "drops": _records(self.drops),

@@ -7,10 +7,11 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
   ``cache_reuse.CacheTracker`` follows the cache from payload to payload. The replayed view
   already carries the recorded system prompt (the feed hands it to the manager), so what the
   view lacks is the tool definitions and the ephemeral injections: that is the request's
-  ``overhead_tokens``, which the refusal checks and ``sweep`` add to the view.
+  ``overhead_tokens``. The view plus it is the whole request (``RequestRecord.request_tokens``),
+  the one figure the summary's budget rows, the refusal checks and ``sweep`` read.
 * A bare transcript: the categories are the replayed view's, with ``--overhead`` (when
-  given) standing for what the transcript cannot show; the report says the figures exclude
-  whatever was not given.
+  given) standing for what the transcript cannot show, and being the request's overhead; the
+  report says the figures exclude whatever was not given.
 
 Only small records are kept per request (the categories and the injections found, not the
 per-message matches), so a long replay stays linear in memory.

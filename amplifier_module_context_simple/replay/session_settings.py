@@ -10,7 +10,11 @@ A setting comes from one of four places, named in the report by these labels:
 
 :func:`resolve_settings` picks each value; :func:`describe_settings` lists them as the report
 shows them, and :func:`add_budget_setting` adds the budget once a replay has derived it (the
-budget comes from ``derive_budget``, so it is read off its event, not computed twice).
+budget comes from ``derive_budget``, so it is read off its event, not computed twice). The
+budget listed is the request budget (what the whole request's input may take: the window less
+the output held back and the margin, capped by ``max_tokens``), which only the settings
+decide; the tool definitions and the learned overhead that come off it for the messages come
+from the payloads and the readings, and the report's Budget line shows them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .. import ContextConfig
 from .._estimate import family_for_model
 from .config_options import build_config
 from .known_windows import known_window
+from .records import request_budget
 from .session_dir import RecordedSession
 from .simulation import DEFAULT_MAX_OUTPUT, Window
 
@@ -199,11 +204,18 @@ def describe_settings(
     return listed
 
 
-def add_budget_setting(source: dict[str, Any], budget: Mapping[str, Any] | None) -> None:
-    """Put the derived ``budget`` into ``source["settings"]``, after the window's entries.
+def add_budget_setting(
+    source: dict[str, Any],
+    budget: Mapping[str, Any] | None,
+    first: Mapping[str, Any] | None = None,
+) -> None:
+    """Put the derived request budget into ``source["settings"]``, after the window's entries.
 
-    Its source is that of what decided it: ``max_tokens`` when it capped the budget, else the
-    window, else ``max_tokens_fallback``. Nothing happens without settings or a budget event.
+    ``budget`` is the last ``context:budget`` payload of the replay (the one the summary
+    reads), ``first`` the first: the entry's ``value`` is the last request budget, and a
+    ``first`` key holds the first one when it differs. Its source is that of what decided
+    it: ``max_tokens`` when it capped the budget, else the window, else
+    ``max_tokens_fallback``. Nothing happens without settings or a budget event.
     """
     settings: list[dict[str, Any]] | None = source.get("settings")
     if settings is None or not budget:
@@ -215,11 +227,13 @@ def add_budget_setting(source: dict[str, Any], budget: Mapping[str, Any] | None)
         decided_by = "context_window"
     else:
         decided_by = "max_tokens_fallback"
-    entry = {
+    entry: dict[str, Any] = {
         "name": "budget",
-        "value": budget.get("effective_budget"),
+        "value": request_budget(budget),
         "source": by_name.get(decided_by, DEFAULT),
     }
+    if first and request_budget(first) != entry["value"]:
+        entry["first"] = request_budget(first)
     # A new list: the same source dict may be replayed again (a sweep), never append twice.
     rest = [s for s in settings if s["name"] != "budget"]
     at = next((i + 1 for i, s in enumerate(rest) if s["name"] == "max_output_tokens"), len(rest))

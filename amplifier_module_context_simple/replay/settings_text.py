@@ -29,15 +29,24 @@ def render_settings(console: Console, report: ReplayReport) -> None:
     table.add_column("setting", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("from", no_wrap=True)
-    budget = report.budget_event or {}
     for s in settings:
         value = setting_value_text(s["value"])
-        if s["name"] == "budget" and budget.get("capped"):
-            value += " (max_tokens cap)"
+        if s["name"] == "budget":
+            value = _budget_value(report, s)
         table.add_row(escape(s["name"]), escape(value), s["source"])
     console.print(table)
     for line in _session_lines(src):
         console.print(escape(line))
+
+
+def _budget_value(report: ReplayReport, entry: dict[str, Any]) -> str:
+    """The request budget as the table shows it: what it covers, and the first one too when
+    the replay's first request ran on another (the Budget line below breaks the last down)."""
+    capped = (report.budget_event or {}).get("capped")
+    parts = ["whole request"] + (["max_tokens cap"] if capped else [])
+    if "first" in entry:
+        parts.append(f"last request; the first: {setting_value_text(entry['first'])}")
+    return f"{setting_value_text(entry['value'])} ({', '.join(parts)})"
 
 
 def setting_value_text(value: object) -> str:

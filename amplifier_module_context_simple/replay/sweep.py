@@ -110,7 +110,7 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
     """One row from the replay of one setting."""
     summary = report.summary()
     window = report.window
-    peak = max((r.view_tokens + r.overhead_tokens for r in report.requests), default=0)
+    peak = max((r.request_tokens for r in report.requests), default=0)
     of = window.context_window if window is not None else summary["budget"]
     return SweepRow(
         setting=dict(setting),
