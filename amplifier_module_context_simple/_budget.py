@@ -151,12 +151,10 @@ class Budget:
     learned_overhead_tokens: int = 0
     starved: bool = False
     """The output, margin, tools and learned overhead alone leave the view no room."""
-
-    @property
-    def request_budget(self) -> int:
-        """What the whole input of the request may take (the unit of a provider's count):
-        the budget plus what it held back for tool definitions and learned overhead."""
-        return self.effective_budget + self.tool_definitions_tokens + self.learned_overhead_tokens
+    request_budget: int = 0
+    """What the whole input of the request may take (the unit of a provider's count): the
+    input room capped by ``max_tokens``, i.e. the budget plus what it held back for tool
+    definitions and learned overhead (when those leave the view room)."""
 
     def parts_text(self) -> str:
         """The budget's arithmetic in words, for warnings and errors."""
@@ -195,6 +193,7 @@ class Budget:
             max_tokens_fallback=self.max_tokens_fallback,
             capped=self.capped,
             effective_budget=self.effective_budget,
+            request_budget=self.request_budget,
         )
         return payload
 
@@ -262,6 +261,7 @@ async def derive_budget(
             tool_definitions_tokens=held[0],
             learned_overhead_tokens=held[1],
             starved=allowed - aside <= 0,
+            request_budget=allowed,
         )
 
     def on_window(source: BudgetSource, window: _Window, name: str | None) -> Budget:

@@ -49,6 +49,7 @@ async def test_budget_event_once_per_change_with_exact_keys() -> None:
         "max_tokens_fallback": 200_000,
         "capped": False,
         "effective_budget": 131_904,
+        "request_budget": 131_904,
     }
     await manager.get_messages_for_request(provider=Provider(1_048_576, 65_536))
     assert [p["effective_budget"] for p in recorder.named("context:budget")] == [131_904, 978_944]

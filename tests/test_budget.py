@@ -25,7 +25,7 @@ BASE_KEYS = {
     "capped",
     "effective_budget",
 }
-BASE_KEYS |= {"tool_definitions_tokens", "learned_overhead_tokens"}
+BASE_KEYS |= {"tool_definitions_tokens", "learned_overhead_tokens", "request_budget"}
 PROVIDER_KEYS = BASE_KEYS | {
     "context_window",
     "max_output_tokens",
@@ -151,6 +151,7 @@ async def test_spec_example_payload_from_provider_defaults() -> None:
         "max_tokens_fallback": 200000,
         "capped": True,
         "effective_budget": 500000,
+        "request_budget": 500000,
     }
     json.dumps(budget.payload())  # JSON-safe
 

@@ -775,12 +775,14 @@ async def test_19_cap_above_the_window_is_a_no_op_and_below_it_is_reported() -> 
         "max_tokens": 500_000,
         "capped": False,
         "effective_budget": derived,
+        "request_budget": derived,
     }
     assert payloads[50_000] == {
         **common,
         "max_tokens": 50_000,
         "capped": True,
         "effective_budget": 50_000,
+        "request_budget": 50_000,
     }
     assert payloads[None]["capped"] is False
     assert json.dumps(views[500_000]) == json.dumps(views[None]), "a cap above is a no-op"

@@ -305,6 +305,8 @@ async def test_tools_larger_than_the_window_warn_once_and_hard_fit_refuses(
     assert len(warned) == 1
     tools = budgets[-1]["tool_definitions_tokens"]
     assert tools > 16_000
+    assert budgets[-1]["effective_budget"] == 1
+    assert budgets[-1]["request_budget"] == 16_000 - 2_000 - 1_000, "the input room, no more"
     assert f"{tools:,} for tool definitions" in warned[0] and "16,000-token window" in warned[0]
     with pytest.raises(ContextLengthError, match="tool definitions"):
         await manager.get_messages_for_request_retaining(

@@ -541,10 +541,11 @@ def test_strict_reads_only_the_events_file_it_replays(tmp_path: Path) -> None:
 
 def test_the_settings_table_names_the_first_request_budget_when_it_differs() -> None:
     first = {"source": "provider_defaults", "context_window": 100_000, "reserved_output": 8_000,
-             "safety_margin": 4_096, "effective_budget": 87_904, "capped": False}  # fmt: skip
+             "safety_margin": 4_096, "effective_budget": 87_904, "capped": False,
+             "request_budget": 87_904}  # fmt: skip
     # A later request asked for less output: its request budget is larger.
     last = {**first, "reserved_output": 4_000, "effective_budget": 81_904,
-            "tool_definitions_tokens": 10_000}  # fmt: skip
+            "tool_definitions_tokens": 10_000, "request_budget": 91_904}  # fmt: skip
     source: dict[str, Any] = {
         "settings": [{"name": "context_window", "value": 100_000, "source": "flag"}]
     }

@@ -17,24 +17,14 @@ __all__ = ["CompactionRecord", "RequestRecord", "request_budget"]
 def request_budget(budget: Mapping[str, Any]) -> int:
     """What the whole request's input may take under ``budget`` (a ``context:budget`` payload).
 
-    The runtime's ``Budget.request_budget``: the view's budget plus what it held back for tool
-    definitions and learned overhead, i.e. ``min(window - output held back - margin,
-    max_tokens)``, the same for every request of a replay unless the output figure changes.
-    When the held-back parts alone leave the view no room the runtime's budget is one token
-    and that sum exceeds the input room, so it is capped by the room here.
+    The runtime reports it (``request_budget``: ``min(window - output held back - margin,
+    max_tokens)``). A payload recorded by an earlier version has no such key: its budget was
+    the whole of it, so the effective budget stands in.
     """
-    total = sum(
-        int(budget.get(key) or 0)
-        for key in ("effective_budget", "tool_definitions_tokens", "learned_overhead_tokens")
-    )
-    window = budget.get("context_window")
-    if isinstance(window, int):
-        room = (
-            window - int(budget.get("reserved_output") or 0) - int(budget.get("safety_margin") or 0)
-        )
-        total = min(total, max(room, 1))
-    cap = budget.get("max_tokens")
-    return min(total, cap) if isinstance(cap, int) else total
+    reported = budget.get("request_budget")
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        return reported
+    return int(budget.get("effective_budget") or 0)
 
 
 @dataclass
