@@ -313,6 +313,9 @@ class Planner:
         if cached is not None and cached[0] is shown and cached[1] is stats and cached[2] == key:
             return cached[3]
         boundary = notice_boundary(shown, stats, len(index.facts))
+        if scope.open_tail is not None:
+            # The call still being executed stays last: the notice never follows it.
+            boundary = min(boundary, scope.open_tail)
         slot = len(
             render_range(
                 index,

@@ -156,3 +156,31 @@ async def test_a_shortening_only_escalation_puts_the_notice_after_the_whole_roun
     ]
     assert provider_violations(view, history=history, thinking=thinking) == []
     assert check_view(view, history=history) == []
+
+
+async def test_the_notice_never_follows_the_call_still_being_executed() -> None:
+    """Found by hypothesis (tests/test_adversarial.py): an out-of-order result after the
+    trailing call put the latest reduction after it; the notice must stand before the call."""
+
+    def calls(*ids: str | None) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": i, "tool": "bash", "arguments": {"q": ""}}
+                if i
+                else {"id": None, "tool": "bash"}
+                for i in ids
+            ],
+        }
+
+    manager = SimpleContextManager()
+    for message in (
+        calls("call_1", "call_2", None),
+        calls("call_1", "call_4", "call_5", "call_6", None),
+        {"role": "tool", "tool_call_id": "call_2", "content": "ab " * 124},
+    ):
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request(token_budget=40)
+    history = await manager.get_messages()
+    assert check_view(view, history=history) == []
