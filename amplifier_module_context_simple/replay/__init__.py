@@ -24,7 +24,8 @@ Modules, by job:
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
 * ``pricing``: a request's priced input (fresh tokens, cache writes, cache reads, each at its
-  price) and the table of model prices; not yet shown in the report.
+  price) and the table of model prices; ``cache_simulation``: the cache a provider would keep,
+  simulated for a replay, and its priced cost; neither is shown in the report yet.
 * ``engine``: the replay itself; ``records``: one record per request and per compaction;
   ``report``: the report of them; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window;
