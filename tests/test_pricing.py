@@ -23,6 +23,8 @@ from amplifier_module_context_simple.replay.pricing import (
     recorded_counts,
 )
 
+from .session_payloads import SESSION_DIR, recorded
+
 # An Amplifier llm:response usage: input_tokens is gross (2,000 fresh + 8,000 read).
 USAGE = {"input_tokens": 10_000, "cache_read_tokens": 8_000, "cache_write_tokens": 2_000}
 
@@ -216,3 +218,17 @@ def test_a_session_without_breaks_or_usage() -> None:
     unbroken = [(CacheCounts(0, 0, 100), 0), (CacheCounts(0, 100, 5), 100)]
     assert break_cost(unbroken).caused_share == 0
     assert break_cost([]).caused_share is None
+
+
+@pytest.mark.skipif(not SESSION_DIR.is_dir(), reason="the shared recorded session is absent")
+def test_the_dollars_agree_with_the_cost_the_provider_recorded() -> None:
+    """The real session (claude-opus-4-8) records each response's ``cost_usd``: our input
+    dollars plus its output at $25/MTok (litellm 1.110.2's output price for the model) are it,
+    to the cent-fraction, on every request: a check of the table's row that does not go
+    through litellm's input figures."""
+    _, usages = recorded(SESSION_DIR)
+    opus = prices_for("claude-opus-4-8")
+    assert usages
+    for usage in usages:
+        output = usage["output_tokens"] * 25 / 1e6
+        assert input_dollars(usage, opus) == pytest.approx(float(usage["cost_usd"]) - output)
