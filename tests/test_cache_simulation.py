@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -11,12 +13,19 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple.replay.cache_reuse import digest
 from amplifier_module_context_simple.replay.cache_simulation import (
+    HEAD_AND_END,
     CacheSimulator,
     SimRequest,
     simulate,
 )
-from amplifier_module_context_simple.replay.pricing import CacheCounts, prices_for
+from amplifier_module_context_simple.replay.pricing import (
+    NO_TOKENS,
+    CacheCounts,
+    prices_for,
+    recorded_counts,
+)
 
+from .session_payloads import SESSION_DIR, recorded
 from .test_payload import OUTPUT, PROMPT, anthropic, call, result, user
 
 HEAD = 1_000  # tools + system
@@ -174,6 +183,72 @@ def test_the_simulator_can_be_fed_one_request_at_a_time() -> None:
     assert simulator.result().lifetime == 120
 
 
+def test_with_entries_only_at_the_markers_an_extension_still_reads_all() -> None:
+    run = simulate([request("a", "b"), request("a", "b", "c")], breakpoints=HEAD_AND_END)
+    assert run.requests[1].counts == CacheCounts(0, 1_300, 300)
+
+
+def test_with_entries_only_at_the_markers_an_edit_reads_back_to_an_earlier_end() -> None:
+    edit = [request("a", "b", "c", "d"), request("a", "b", "x", "d")]
+    # Nothing ends at b: only the head is cached before the edit.
+    assert simulate(edit, breakpoints=HEAD_AND_END).requests[1].counts.read == HEAD
+    # A request that ended at b is.
+    run = simulate([request("a", "b"), *edit], breakpoints=HEAD_AND_END)
+    assert (run.requests[2].counts.read, run.requests[2].read_from) == (1_300, 1)
+
+
+def test_with_entries_only_at_the_markers_a_moved_tail_injection_costs_the_messages() -> None:
+    """The shared opus session's pattern: each request ends with an injection the next one no
+    longer has, so the provider reads the head alone and writes every message again."""
+    session = [request("a", "i"), request("a", "b", "i"), request("a", "b", "c", "i")]
+    marked = simulate(session, breakpoints=HEAD_AND_END)
+    assert [r.counts.read for r in marked.requests] == [0, HEAD, HEAD]
+    assert [r.counts.read for r in simulate(session).requests] == [0, 1_100, 1_300]
+
+
+def test_with_entries_only_at_the_markers_a_read_refreshes_the_entry_it_read() -> None:
+    session = [request("a", "b", time=0), request("a", "b", "c", time=200)]
+    # a+b, read at 200 s, lives until 500 s; the head too (its own marker).
+    late = simulate([*session, request("a", "b", "d", time=450)], breakpoints=HEAD_AND_END)
+    assert (late.requests[2].counts.read, late.requests[2].read_from) == (1_300, 1)
+
+
+@pytest.mark.skipif(not SESSION_DIR.is_dir(), reason="the shared recorded session is absent")
+def test_the_recorded_session_simulated_with_entries_at_the_markers_reads_as_recorded() -> None:
+    """The shared opus-4-8 session, simulated from its own payloads and times: with entries
+    only at the markers, requests 2-9 read the head alone, as the provider's usage records
+    (67,190 tokens; our estimate of the head: within 1% of it), and the priced input is
+    within 3% of the recorded one; with every message cached, the reads run past the head."""
+    payloads, usages = recorded(SESSION_DIR)
+    events = next(SESSION_DIR.rglob("events.jsonl"))
+    with events.open(encoding="utf-8") as lines:
+        times = [
+            datetime.fromisoformat(event["ts"]).timestamp()
+            for event in map(json.loads, lines)
+            if event["event"] == "llm:request"
+        ]
+    requests = [SimRequest.from_digest(digest(p), t) for p, t in zip(payloads, times, strict=True)]
+    counts = [recorded_counts(u) for u in usages]
+    assert all(c is not None and c.read in (0, 67_190) for c in counts)
+    marked = simulate(requests, breakpoints=HEAD_AND_END)
+    assert not marked.times_assumed
+    head = requests[0].head_tokens
+    assert head == pytest.approx(67_190, rel=0.01)
+    assert [r.counts.read for r in marked.requests] == [0] + [head] * (len(requests) - 1)
+    total = NO_TOKENS
+    for c in counts:
+        assert c is not None
+        total += c
+    opus = prices_for("claude-opus-4-8")
+    assert marked.priced_input_tokens(opus) == pytest.approx(total.priced_tokens(opus), rel=0.03)
+    assert all(r.counts.read > head for r in simulate(requests).requests[1:])
+
+
+def test_a_breakpoint_rule_must_be_known() -> None:
+    with pytest.raises(ValueError, match="breakpoints"):
+        CacheSimulator(breakpoints="somewhere")
+
+
 # A session: requests of a few heads and messages from a small alphabet, so prefixes repeat.
 sessions = st.lists(
     st.tuples(
@@ -234,6 +309,25 @@ def test_the_simulation_against_a_plain_reading_of_the_rule(
         expected_shared = _common(requests[i - 1], r) if i else 0
         assert simulated.shared_with_previous == expected_shared
     assert run.break_cost().caused_tokens >= -1e-6
+
+
+@given(sessions, st.booleans())
+def test_entries_at_the_markers_read_no_more_and_only_whole_earlier_requests(
+    drawn: list[tuple[bytes, list[str], float | None]], timed: bool
+) -> None:
+    requests = _requests(drawn, timed)
+    every = simulate(requests).requests
+    marked = simulate(requests, breakpoints=HEAD_AND_END).requests
+    for i, (r, wide, narrow) in enumerate(zip(requests, every, marked, strict=True)):
+        assert narrow.counts.occupancy == wide.counts.occupancy
+        assert narrow.counts.read <= wide.counts.read
+        # What it reads is a head, or an earlier request whole that this one starts with.
+        whole = {
+            _tokens(e, len(e.messages))
+            for e in requests[:i]
+            if _common(e, r) == _tokens(e, len(e.messages)) == _tokens(r, len(e.messages))
+        }
+        assert narrow.counts.read in {0, r.head_tokens} | whole
 
 
 def test_a_long_replay_stays_linear() -> None:

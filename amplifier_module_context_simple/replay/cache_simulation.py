@@ -16,16 +16,28 @@ tokens of each), fed in order with the time it was sent:
   (:attr:`CacheSimulation.times_assumed`); a time earlier than the one before counts as the
   one before (the cache's clock does not run backwards).
 
-What it assumes: the provider serves any message boundary of a cached request (Amplifier's
-providers mark the newest message; Anthropic looks back up to 20 blocks from a marker, so a
-prefix that ends further back than that would in fact miss: not modelled); every request is
-cached whole (a marker on its last message).
+Where the cache holds a prefix (``breakpoints``):
+
+* :data:`EVERY_MESSAGE` (the default): at every message boundary of every request, so a
+  request reads all it shares with an earlier one. The most a provider could serve: an upper
+  bound on the reads.
+* :data:`HEAD_AND_END`: only where Amplifier's Anthropic provider puts its ``cache_control``
+  markers (the last tool, the system prompt, the last message; so the head and each request
+  whole), which is where Anthropic writes cache entries. A request then reads the longest
+  earlier request (or head) it starts with. The shared opus-4-8 session is this case: each of
+  requests 2-9 shares more than the head with the request before, yet the provider read the
+  head (67,190 tokens) and wrote all the messages again, because every earlier request ended
+  with a tail injection that is gone. Anthropic also looks back only about 20 blocks from a
+  marker for an entry; a request that adds more than that at once would miss: not modelled.
+
+Either way every request is cached whole (the marker on its last message).
 
 Cost: each request is O(its messages): the prefixes are a chain of hashes (each message's key
 is the hash of the key before it and its fingerprint) in one dict, the chain of the previous
 request is reused up to where the new one differs, and the longest live prefix is found by
-walking the chain, since a prefix is always at least as alive as any longer one (every request
-refreshes all its prefixes at once, and times never go backwards).
+walking the chain (with every message cached, the walk stops at the first miss: a prefix is
+always at least as alive as any longer one, since every request refreshes all its prefixes at
+once and times never go backwards).
 """
 
 from __future__ import annotations
@@ -46,7 +58,10 @@ from .pricing import (
 
 __all__ = [
     "ASSUMED_INTERVAL",
+    "BREAKPOINTS",
     "DEFAULT_LIFETIME",
+    "EVERY_MESSAGE",
+    "HEAD_AND_END",
     "CacheSimulation",
     "CacheSimulator",
     "SimRequest",
@@ -58,6 +73,9 @@ DEFAULT_LIFETIME = 300.0
 """Seconds: Anthropic's default (5-minute) cache."""
 ASSUMED_INTERVAL = 60.0
 """Seconds between requests when no time is recorded."""
+EVERY_MESSAGE = "every message"
+HEAD_AND_END = "head and end"
+BREAKPOINTS = (EVERY_MESSAGE, HEAD_AND_END)
 
 
 def _key(before: bytes, fingerprint: bytes) -> bytes:
@@ -156,10 +174,15 @@ class CacheSimulator:
 
     lifetime: float = DEFAULT_LIFETIME
     min_cacheable_tokens: int = 0
+    breakpoints: str = EVERY_MESSAGE
     _entries: dict[bytes, _Entry] = field(default_factory=dict[bytes, _Entry], init=False)
     _requests: list[SimulatedRequest] = field(default_factory=list[SimulatedRequest], init=False)
     _previous: _Previous | None = field(default=None, init=False)
     _assumed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.breakpoints not in BREAKPOINTS:
+            raise ValueError(f"breakpoints: one of {BREAKPOINTS}, not {self.breakpoints!r}")
 
     def add(self, request: SimRequest) -> SimulatedRequest:
         previous = self._previous
@@ -188,12 +211,14 @@ class CacheSimulator:
             tokens.append(tokens[-1] + request.messages[i][1])
         shared = 0 if common < 0 else tokens[common]
         number = len(self._requests) + 1
+        every = self.breakpoints == EVERY_MESSAGE
         live = -1
         for depth, key in enumerate(keys):
             entry = self._entries.get(key)
-            if entry is None or entry.expires < time:
+            if entry is not None and entry.expires >= time:
+                live = depth
+            elif every:  # nothing longer is alive either (see the module docstring)
                 break
-            live = depth
         total = tokens[-1]
         cacheable = total >= self.min_cacheable_tokens
         read = tokens[live] if live >= 0 and cacheable else 0
@@ -201,7 +226,9 @@ class CacheSimulator:
             read = 0
         if cacheable:
             expires = time + self.lifetime
-            for key in keys:
+            # Written where the markers are; what was read is refreshed.
+            touched = keys if every else [keys[d] for d in sorted({0, max(live, 0), len(keys) - 1})]
+            for key in touched:
                 entry = self._entries.get(key)
                 if entry is None or entry.expires < time:
                     self._entries[key] = _Entry(expires, number)
@@ -225,9 +252,10 @@ def simulate(
     *,
     lifetime: float = DEFAULT_LIFETIME,
     min_cacheable_tokens: int = 0,
+    breakpoints: str = EVERY_MESSAGE,
 ) -> CacheSimulation:
     """The simulated cache figures of ``requests``, in order, numbered from 1."""
-    simulator = CacheSimulator(lifetime, min_cacheable_tokens)
+    simulator = CacheSimulator(lifetime, min_cacheable_tokens, breakpoints)
     for request in requests:
         simulator.add(request)
     return simulator.result()
