@@ -23,6 +23,9 @@ Modules, by job:
   before; ``session_analysis``: both followed through a replay, request by request (and each
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
+* ``pricing``: a request's priced input (fresh tokens, cache writes, cache reads, each at its
+  price) and the table of model prices; ``cache_simulation``: the cache a provider would keep,
+  simulated for a replay, and its priced cost; neither is shown in the report yet.
 * ``engine``: the replay itself; ``records``: one record per request and per compaction;
   ``report``: the report of them; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window;
