@@ -32,7 +32,7 @@ Sources are tried in a fixed order and the first usable one answers:
 2. the provider's ``get_model_info()`` (``provider_model_info``);
 3. the ``defaults`` of the provider's ``get_info()`` (``provider_defaults``);
 4. the configured ``max_tokens_fallback`` (``max_tokens_fallback``), only when no window is
-   published at all.
+   published at all, taken as the request's input (tools and overhead come off it).
 
 A source that is missing, raises or publishes unusable values is skipped with a log line, so
 a misbehaving provider can never fail a request here. When the overhead alone leaves the view
@@ -220,7 +220,8 @@ async def derive_budget(
 
     ``requested_output`` is the request's own ``max_output_tokens`` when the orchestrator
     names one. ``held_back`` gives, for the model name, what the request carries besides the
-    view (tool definitions, learned overhead); it is subtracted on the provider paths only.
+    view (tool definitions, learned overhead); it comes off a window's room and off the
+    fallback, never off an explicit ``token_budget`` (the caller's budget for the view).
     Raises ``ValueError`` only for caller bugs (an invalid explicit budget or invalid
     configuration values); provider problems are logged and skipped.
     """
@@ -269,13 +270,20 @@ async def derive_budget(
         learned = min(max(0, learned), window.context_window)
         return finish(source, window.input_limit, window, name, (tools, learned))
 
+    def fallback(name: str | None) -> Budget:
+        # A guess for the whole input, like a window's room: what the request carries
+        # besides the view comes off it too.
+        tools, learned = held_back(name)
+        held = (tools, min(max(0, learned), max_tokens_fallback))
+        return finish("max_tokens_fallback", max_tokens_fallback, model_name=name, held=held)
+
     if token_budget is not None:
         _require_positive_int("token_budget", token_budget)
         name = await _model_name_only(provider) if provider is not None else None
         return finish("explicit", token_budget, model_name=name)
 
     if provider is None:
-        return finish("max_tokens_fallback", max_tokens_fallback)
+        return fallback(None)
 
     model_info = await _call_optional(provider, "get_model_info")
     name = _name_from(model_info, ("model", "name", "id"))
@@ -305,7 +313,7 @@ async def derive_budget(
         type(provider).__name__,
         max_tokens_fallback,
     )
-    return finish("max_tokens_fallback", max_tokens_fallback, model_name=name)
+    return fallback(name)
 
 
 class BudgetEventGate:

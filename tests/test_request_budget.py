@@ -489,3 +489,32 @@ async def test_a_learned_overhead_that_crowds_the_view_out_is_warned_about_when_
         await answer(coordinator, estimate(view) + room * 9 // 10)  # moved by far more than 10%
         await manager.get_messages_for_request(provider=provider)
         assert len(crowding()) == 2
+
+
+async def test_the_fallback_is_the_request_s_input_too_and_an_explicit_budget_is_the_view_s() -> (
+    None
+):
+    coordinator, manager, budgets = await mounted()
+    big = Tool("delegate", words=3_000)
+    await coordinator.mount("tools", big, name=big.name)
+    await manager.add_message({"role": "user", "content": "hello"})
+    await manager.get_messages_for_request(provider=DefaultsOnly(timeout=30))  # no window
+    await manager.get_messages_for_request(provider=DefaultsOnly(timeout=30), token_budget=9_000)
+    fallback, explicit = budgets
+    tools = fallback["tool_definitions_tokens"]
+    assert fallback["source"] == "max_tokens_fallback" and tools > 3_000
+    assert fallback["effective_budget"] == 200_000 - tools
+    assert fallback["request_budget"] == 200_000
+    assert explicit["source"] == "explicit" and explicit["effective_budget"] == 9_000
+
+
+async def test_without_a_provider_the_fallback_holds_the_known_tools_back() -> None:
+    recorder = _Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    tools = [{"name": "read", "description": "Reads a file. " * 400, "input_schema": {}}]
+    manager.set_tool_definitions(tools)
+    await manager.add_message({"role": "user", "content": "hello"})
+    await manager.get_messages_for_request()
+    [budget] = recorder.budgets
+    assert budget["source"] == "max_tokens_fallback"
+    assert budget["effective_budget"] == 200_000 - estimate_tool_definitions(tools, None)

@@ -168,8 +168,14 @@ async def replay(
                 record.level = manager.compaction_level
                 record.prefix_stable = _extends(previous_prefix, view, shared)
                 record.repairs = _count_kinds(manager.view_repairs)
+                # Without a simulated window the categories fill what the whole request may
+                # take (tools and overhead are in the categories too).
                 record.overhead_tokens = analysis.observe(
-                    record.request, record.budget, view, pending, view_tokens=record.view_tokens
+                    record.request,
+                    record.request_budget,
+                    view,
+                    pending,
+                    view_tokens=record.view_tokens,
                 )
                 # Only now is the whole request known (the overhead is the analysis's).
                 record.utilisation = _share(record.request_tokens, record.request_budget)
