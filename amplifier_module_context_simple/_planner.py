@@ -370,8 +370,7 @@ class Planner:
         # 5. escalation: the budget (the notice included) and the target are real figures.
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
-        real_budget = _real_budget(scope.budget, meter_stats)
-        effective = real_budget
+        effective = _real_budget(scope.budget, meter_stats)
         trigger = config.trigger(effective)
         limit = model.to_estimate(effective) - scope.notice_cost
         if hard_fit:
@@ -415,7 +414,7 @@ class Planner:
             size_model=model,
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
-            real_budget=real_budget,
+            real_budget=effective,
             crowded=_crowded(scope.budget, config.target_usage),
         )
 
