@@ -172,3 +172,54 @@ def test_the_recorded_session_breaks_the_cache_on_every_request_at_the_moving_re
     assert "8 cache break(s): 8 tail injection moved" in " ".join(text.split())
     assert "No message token was served from the cache" in text
     assert "…" not in text
+
+
+# --- what the recorded requests cost ------------------------------------------------------------
+
+
+def test_each_recorded_request_is_priced_and_the_breaks_cost_is_what_shared_was_not_read() -> None:
+    tracker = CacheTracker(TRANSCRIPT)
+    first = anthropic(user(PROMPT), call())
+    extended = anthropic(user(PROMPT), call(), result(OUTPUT))
+    edited = anthropic(user(PROMPT + " (edited)"), call(), result(OUTPUT))
+    usages = [
+        {"input_tokens": 1_000, "cache_read_tokens": 0, "cache_write_tokens": 4_000},
+        {"input_tokens": 4_200, "cache_read_tokens": 4_000, "cache_write_tokens": 600},
+        {"input_tokens": 200, "cache_read_tokens": 0, "cache_write_tokens": 4_600},
+    ]
+    for number, (payload, usage) in enumerate(zip((first, extended, edited), usages, strict=True)):
+        tracker.add(number + 1, payload, usage, model="claude-opus-4-8")
+    report = tracker.report()
+    one, two, three = report.requests
+    # Opus 4.8: writes 1.25x, reads 0.1x the $5/MTok base.
+    assert one.priced_input_tokens == 1_000 + 4_000 * 1.25
+    assert two.priced_input_tokens == 200 + 600 * 1.25 + 4_000 * 0.1
+    assert report.priced_input_tokens == sum(r.priced_input_tokens or 0 for r in report.requests)
+    assert report.input_dollars == pytest.approx(report.priced_input_tokens * 5 / 1_000_000)
+    # Request 2 extends request 1: it shares all of it; the edit at the first message leaves
+    # request 3 only the system part (the head) in common.
+    assert 0 < three.shared_tokens < two.shared_tokens
+    breaks = report.break_cost()
+    assert breaks is not None
+    assert 0 < breaks.caused_tokens < breaks.actual_tokens
+    unknown = CacheTracker(TRANSCRIPT)
+    unknown.add(1, first, usages[0], model="some-local-model")
+    assert unknown.report().input_dollars is None
+    assert unknown.report().priced_input_tokens == 1_000 + 4_000 * 1.25
+
+
+def test_a_break_that_rewrote_a_shared_prefix_is_what_the_breaks_cost() -> None:
+    tracker = CacheTracker(TRANSCRIPT)
+    before = anthropic(user(PROMPT), call(), result(OUTPUT + "\n\n" + REMINDER))
+    after = anthropic(user(PROMPT), call(), result(OUTPUT), call(), result(OUTPUT))
+    tracker.add(1, before, {"input_tokens": 100, "cache_write_tokens": 3_000}, model="gpt-5")
+    # The provider wrote everything again although the head was shared.
+    tracker.add(2, after, {"input_tokens": 100, "cache_write_tokens": 5_000}, model="gpt-5")
+    report = tracker.report()
+    second = report.requests[1]
+    assert second.is_break and second.shared_tokens > 0
+    breaks = report.break_cost()
+    assert breaks is not None and breaks.caused_tokens >= 0
+    # GPT-5 writes at the base price and reads at 0.1x: what was shared and rewritten costs
+    # 0.9 of a token per token, minus nothing.
+    assert breaks.caused_tokens == pytest.approx(0.9 * min(second.shared_tokens, 5_100))

@@ -301,6 +301,13 @@ def test_the_recorded_session_shows_its_real_window_and_cache() -> None:
     assert summary["budget"] == 300_000 - aside
     assert summary["cache_breaks"] == 8
     assert summary["cache_break_causes"] == {"tail injection moved": 8}
+    # Priced from the recorded usage at Opus 4.8's rates ($5/MTok, writes 1.25x, reads 0.1x):
+    # 243,681 base-price tokens, $1.22; the eight moved injections rewrote what was shared.
+    assert summary["priced_input_tokens"] == pytest.approx(243_681.2, abs=1)
+    assert summary["input_usd"] == pytest.approx(243_681.2 * 5 / 1e6, abs=1e-5)
+    assert 0.05 < summary["break_cost_share"] < 0.15
+    priced = [r["priced_input_tokens"] for r in report["cache"]["requests"]]
+    assert sum(priced) == pytest.approx(summary["priced_input_tokens"], abs=1)
     assert summary["cache_read_share"] == round(67_190 * 8 / 689_467, 4)
     for w in report["window_by_category"]:
         assert abs(w["gap"]) <= 0.02 * w["provider"], "our estimate is within 2% of the bill"

@@ -42,6 +42,15 @@ from .payload_match import (
     content_blocks,
     payload_parts,
 )
+from .pricing import (
+    DEFAULT_PRICES,
+    BreakCost,
+    CacheCounts,
+    Prices,
+    break_cost,
+    prices_for,
+    recorded_counts,
+)
 
 __all__ = [
     "CAUSES",
@@ -292,10 +301,26 @@ class CacheRequest:
     read_reach: int | None
     """Payload messages the read covers: the prefix boundary whose estimate is nearest the
     read (0: tools and system only; None: nothing read)."""
+    counts: CacheCounts | None = None
+    """The recorded usage as the provider billed it (fresh, read, written); None: no usage."""
+    shared_tokens: int = 0
+    """Our estimate of the prompt it has in common with the request before it, from the start
+    (the whole previous request when there is no difference; 0 for the first)."""
+    prices: Prices = DEFAULT_PRICES
 
     @property
     def is_break(self) -> bool:
         return self.difference is not None
+
+    @property
+    def priced_input_tokens(self) -> float | None:
+        """Its input in base-price token equivalents (writes at the write price, reads at the
+        read price); None without recorded usage."""
+        return None if self.counts is None else self.counts.priced_tokens(self.prices)
+
+    @property
+    def input_dollars(self) -> float | None:
+        return None if self.counts is None else self.counts.dollars(self.prices)
 
 
 @dataclass(frozen=True)
@@ -323,6 +348,38 @@ class CacheReport:
         counted = Counter(r.difference.cause for r in self.requests if r.difference)
         return {cause: counted[cause] for cause in CAUSES if counted[cause]}
 
+    @property
+    def priced_input_tokens(self) -> float | None:
+        """The session's recorded input in base-price token equivalents (None: no usage)."""
+        priced = [r.priced_input_tokens for r in self.requests if r.counts is not None]
+        return sum(p for p in priced if p is not None) if priced else None
+
+    @property
+    def input_dollars(self) -> float | None:
+        """In US dollars; None when no request had usage or a request's price is unknown."""
+        dollars = [r.input_dollars for r in self.requests if r.counts is not None]
+        if not dollars or any(d is None for d in dollars):
+            return None
+        return sum(d for d in dollars if d is not None)
+
+    def break_cost(self) -> BreakCost | None:
+        """What the same requests would have cost had each read everything it shared with
+        the one before (priced at the session's last known model); None without usage."""
+        priced = [r for r in self.requests if r.counts is not None]
+        if not priced:
+            return None
+        return break_cost(((r.counts, r.shared_tokens) for r in priced), priced[-1].prices)
+
+
+def _shared_tokens(previous: PayloadDigest, difference: Difference | None) -> int:
+    """Our estimate of what a request shares with ``previous`` from the start."""
+    prefix = previous.prefix_tokens
+    if difference is None:
+        return prefix[-1] if prefix else 0
+    if difference.part != "messages":
+        return 0  # the tools come first: a change there or in the system shares nothing sure
+    return prefix[min(difference.index, len(prefix) - 1)] if prefix else 0
+
 
 def _reach(read: int | None, prefix: Sequence[int]) -> int | None:
     if not read:
@@ -342,13 +399,23 @@ class CacheTracker:
         self._requests: list[CacheRequest] = []
 
     def add(
-        self, number: int, payload: Json, usage: Any, *, compacted: bool = False
+        self,
+        number: int,
+        payload: Json,
+        usage: Any,
+        *,
+        compacted: bool = False,
+        model: str | None = None,
     ) -> CacheRequest:
-        """Add request ``number``; ``usage``: its usage mapping or record (None: not recorded)."""
+        """Add request ``number``; ``usage``: its usage mapping or record (None: not recorded);
+        ``model``: the model it was sent to (its price, where the table knows it)."""
         current = digest(payload, self._transcript, family=self._family)
         difference = None
-        if self._previous is not None:
-            difference = first_difference(self._previous, current, compacted=compacted)
+        shared = 0
+        previous = self._previous
+        if previous is not None:
+            difference = first_difference(previous, current, compacted=compacted)
+            shared = _shared_tokens(previous, difference)
         self._previous = current
         read, written = (
             usage_figure(usage, "cache_read_tokens"),
@@ -357,7 +424,15 @@ class CacheTracker:
         gross = usage_figure(usage, "input_tokens")
         occupancy = None if gross is None else gross + (written or 0)
         request = CacheRequest(
-            number, read, written, occupancy, difference, _reach(read, current.prefix_tokens)
+            number,
+            read,
+            written,
+            occupancy,
+            difference,
+            _reach(read, current.prefix_tokens),
+            counts=recorded_counts(usage),
+            shared_tokens=shared,
+            prices=prices_for(model),
         )
         self._requests.append(request)
         return request

@@ -136,13 +136,24 @@ def _cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     share = summary["cache_read_share"]
     causes = ", ".join(f"{n} {c}" for c, n in summary["cache_break_causes"].items())
-    return [
+    rows = [
         ("Recorded input served from cache", "n/a" if share is None else f"{share:.1%}"),
         (
             "Recorded cache breaks",
             f"{summary['cache_breaks']:,}" + (f" ({causes})" if causes else ""),
         ),
     ]
+    priced = summary.get("priced_input_tokens")
+    if priced is not None:
+        dollars = summary.get("input_usd")
+        caused = summary.get("break_cost_share")
+        text = f"{priced:,.0f} base-price tokens" + (
+            "" if dollars is None else f" (${dollars:,.2f})"
+        )
+        if caused is not None:
+            text += f"; the breaks caused {caused:.1%} of it"
+        rows.append(("Recorded input, priced", text))
+    return rows
 
 
 def _host_note(summary: dict[str, Any]) -> str:

@@ -117,10 +117,17 @@ class ReplayReport:
         if cache is None:
             return {}
         share = cache.share
+        priced = cache.priced_input_tokens
+        dollars = cache.input_dollars
+        breaks = cache.break_cost()
+        caused = None if breaks is None else breaks.caused_share
         return {
             "cache_read_share": None if share is None else round(share, 4),
             "cache_breaks": cache.breaks,
             "cache_break_causes": cache.causes(),
+            "priced_input_tokens": None if priced is None else round(priced, 1),
+            "input_usd": None if dollars is None else round(dollars, 6),
+            "break_cost_share": None if caused is None else round(caused, 4),
         }
 
     def as_json(self) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class WindowAnalysis:
                 notice_tokens=notice_tokens,
             )
             comparison = compare(found, recorded.usage)
-            self._cache.add(request, recorded.payload, recorded.usage)
+            self._cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
             overhead = found.tools + found.injected
         else:
             found = given_breakdown(
@@ -179,7 +179,18 @@ def cache_json(report: CacheReport) -> dict[str, Any]:
                 "position": None if r.difference is None else r.difference.position,
                 "cause": None if r.difference is None else r.difference.cause,
                 "read_reach": r.read_reach,
+                "priced_input_tokens": _rounded(r.priced_input_tokens),
+                "input_usd": _usd(r.input_dollars),
+                "shared_tokens": r.shared_tokens,
             }
             for r in report.requests
         ],
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _usd(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
