@@ -21,6 +21,11 @@ window less the output held back and the margin, capped by ``max_tokens``), as `
 * ``refused_within_budget``: requests ``--check`` refuses above the window that the budget
   allowed (only where the provider reserves more output than the budget held back).
 
+A recorded session's summary also carries ``priced_input_tokens`` (its recorded input in
+base-price token equivalents), ``input_usd`` (None where the model's price is unknown) and
+``break_cost_share`` (the share of that cost its cache breaks caused); ``cache.requests``
+prices each request the same way.
+
 Each request carries ``request_tokens``, ``request_budget``, ``reserved_output`` and
 ``over_budget``; ``budget`` is the last ``context:budget`` payload and ``initial_budget`` the
 first (before any reading taught the budget an overhead).
