@@ -54,6 +54,7 @@ from .json_text import json_text
 from .options import shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
+from .records import not_recorded_check_text
 from .refusals import assess
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
@@ -180,6 +181,9 @@ def replay_command(
         typer.echo("context-simple: no chart: the transcript made no request", err=True)
     if check:
         refusals = assess(report)
+        unjudged = not_recorded_check_text(refusals.not_recorded, refusals.requests)
+        if unjudged is not None:
+            typer.echo(f"context-simple: check: {unjudged}", err=True)
         if refusals.refused:
             first = refusals.refused[0]
             typer.echo(

@@ -120,6 +120,7 @@ async def replay(
     (``session_analysis``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
+    report.recorded_session = recorded is not None
     recorder = _Recorder()
     manager = SimpleContextManager(**asdict(config), hooks=recorder)
     provider = SimulatedProvider(window) if window is not None else None
@@ -169,8 +170,11 @@ async def replay(
                 record.prefix_stable = _extends(previous_prefix, view, shared)
                 record.repairs = _count_kinds(manager.view_repairs)
                 record.overhead_tokens = analysis.observe(
-                    record.request, record.budget, view, pending, view_tokens=record.view_tokens
-                )
+                    record.request, record.budget, view, pending,
+                    view_tokens=record.view_tokens, system_tokens=record.system_prompt_tokens,
+                )  # fmt: skip
+                if feed is not None and pending is None:
+                    report.not_recorded.append(record.request)
                 # Only now is the whole request known (the overhead is the analysis's).
                 record.utilisation = _share(record.request_tokens, record.request_budget)
                 repairs.update(manager.view_repairs)

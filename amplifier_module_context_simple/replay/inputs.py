@@ -86,10 +86,17 @@ def prepare(options: SharedOptions) -> ReplayInput:
     else:
         if options.seed is not None or options.messages is not None:
             raise CliError("--seed and --messages only apply to the built-in example session")
-        session = _session(options.transcript, strict=options.strict)
-        name = str(session.directory) if session is not None else options.transcript
+        found = _session(options.transcript, strict=options.strict)
+        session = found if found is not None and found.events is not None else None
+        name = str(found.directory) if found is not None else options.transcript
         messages, source = _transcript(name, strict=options.strict)
         source["name"] = "standard input" if name == "-" else options.transcript
+        if found is not None and session is None and found.notes:
+            # A directory with no events file to read: the transcript is replayed alone, and
+            # what was found instead (an events.jsonl that is a directory) is still said.
+            source["session_notes"] = list(found.notes)
+            for note in found.notes:
+                typer.echo(f"context-simple: warning: {note}", err=True)
     resolved = resolve_settings(
         session,
         config_flags=options.config_values,
@@ -125,7 +132,8 @@ def prepare(options: SharedOptions) -> ReplayInput:
 
 
 def _session(transcript: str, *, strict: bool) -> RecordedSession | None:
-    """The session ``transcript`` names, when it is a session directory (or id) with events."""
+    """The session ``transcript`` names, when it is a session directory (or id); its
+    ``events`` is ``None`` when it has no events file (then it is replayed as a transcript)."""
     if transcript == "-":
         return None
     try:
@@ -136,7 +144,7 @@ def _session(transcript: str, *, strict: bool) -> RecordedSession | None:
     except SessionError as exc:
         raise CliError(one_line(str(exc))) from None
     if session.events is None:
-        return None  # a transcript and nothing else: replayed as one
+        return session  # a transcript and nothing else: replayed as one
     for error in session.skipped[:SHOWN_SKIPPED_LINES]:
         typer.echo(f"context-simple: warning: {session.events.name}: skipped {error}", err=True)
     if len(session.skipped) > SHOWN_SKIPPED_LINES:

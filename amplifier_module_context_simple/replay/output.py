@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
+from .records import not_recorded_text
 from .refusals import assess
 from .report import ReplayReport
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
@@ -68,6 +69,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     if n == 0:
         console.print("No assistant message, so no request was made: nothing to report.")
         return
+    partial = not_recorded_text(report.not_recorded, n)
+    if partial is not None:
+        console.print(f"[yellow]{escape(partial)}[/]")
     render_settings(console, report)
     console.print(f"[bold]Budget[/]  {_budget_text(report)}")
     console.print(

@@ -11,7 +11,65 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CompactionRecord", "RequestRecord", "request_budget"]
+__all__ = [
+    "CompactionRecord",
+    "RequestRecord",
+    "not_recorded_check_text",
+    "not_recorded_text",
+    "numbers_text",
+    "request_budget",
+]
+
+
+def numbers_text(numbers: list[int]) -> str:
+    """Request numbers as runs: ``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _requests(numbers: list[int]) -> str:
+    return ("requests " if len(numbers) > 1 else "request ") + numbers_text(numbers)
+
+
+def _were(numbers: list[int]) -> str:
+    return "were" if len(numbers) > 1 else "was"
+
+
+def not_recorded_text(not_recorded: list[int], requests: int) -> str | None:
+    """The partial-session line of the report (``None``: every request was recorded)."""
+    if not not_recorded:
+        return None
+    which = (
+        f"none of the {requests:,} requests was recorded"
+        if len(not_recorded) == requests
+        else f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded"
+    )
+    carried = (
+        "the replayed views alone"
+        if len(not_recorded) == requests
+        else "the replayed view with the last recorded request's tool definitions"
+    )
+    return (
+        f"Partial session: {which} (the events file ends before them: a crashed or "
+        f"still-running session); their figures are {carried}, their injections and the "
+        "provider's usage are unknown"
+    )
+
+
+def not_recorded_check_text(not_recorded: list[int], requests: int) -> str | None:
+    """What ``--check`` could not judge (``None``: it judged every request whole)."""
+    if not not_recorded:
+        return None
+    return (
+        f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded: their "
+        "views are judged valid or not in full, but their size without the injections "
+        "(unknown), so 'above the window' is a lower bound for them"
+    )
 
 
 def request_budget(budget: Mapping[str, Any]) -> int:

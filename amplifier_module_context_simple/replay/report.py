@@ -74,6 +74,11 @@ class ReplayReport:
     """What the categories were measured on: ``session_analysis.BASIS_*``."""
     cache: CacheReport | None = None
     """The provider's cache over the recorded requests; ``None``: none was recorded."""
+    not_recorded: list[int] = field(default_factory=list[int])
+    """Requests of a recorded session with no recorded payload (its events file ends before
+    them: a crashed or still-running session); always empty for a bare transcript."""
+    recorded_session: bool = False
+    """The replay was fed a session's recorded requests (a session directory with events)."""
 
     def summary(self) -> dict[str, Any]:
         requests = self.requests
@@ -109,6 +114,7 @@ class ReplayReport:
             "refused_views": refusals.refused_views,
             "refused_within_budget": refusals.within_budget,
             "dropped_messages": len({d.position for d in self.drops}),
+            "not_recorded_requests": list(self.not_recorded) if self.recorded_session else None,
             **self._cache_summary(),
         }
 
