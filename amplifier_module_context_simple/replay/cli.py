@@ -23,6 +23,7 @@ import sys
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -133,6 +134,36 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
 )
+
+DISTRIBUTION = "amplifier-module-context-simple"
+
+
+def package_version() -> str:
+    """The installed package's version; a note instead when it is not installed as a package
+    (the source imported from a checkout that was never installed)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"context-simple {package_version()} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Replay a session through amplifier-module-context-simple and see its budget, every
+    compaction and what the model was sent."""
 
 
 # --- commands --------------------------------------------------------------------------------

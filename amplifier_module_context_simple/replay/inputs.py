@@ -21,7 +21,14 @@ from .. import ContextConfig
 from .config_options import build_config
 from .errors import CliError, one_line
 from .example_session import generate_session
-from .session_dir import RecordedRequest, RecordedSession, SessionError, find_session, read_session
+from .session_dir import (
+    RecordedRequest,
+    RecordedSession,
+    SessionError,
+    find_session,
+    not_found_text,
+    read_session,
+)
 from .session_settings import describe_settings, resolve_settings
 from .simulation import EXAMPLE_WINDOW, Window, build_window
 from .transcripts import TranscriptError, load_transcript
@@ -188,7 +195,8 @@ def _transcript(transcript: str, *, strict: bool) -> tuple[list[dict[str, Any]],
     try:
         loaded = load_transcript(transcript, strict=strict)
     except TranscriptError as exc:
-        raise CliError(one_line(str(exc))) from None
+        # A name that is no file may have been meant as a session id: say where ids were looked for.
+        raise CliError(not_found_text(transcript) or one_line(str(exc))) from None
     skipped = [{"line": e.line_number, "reason": e.reason} for e in loaded.skipped]
     source = {
         "name": "standard input" if transcript == "-" else transcript,
