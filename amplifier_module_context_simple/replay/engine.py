@@ -295,7 +295,7 @@ def _record(
         removed=int(compaction["messages_removed"]) if compaction else 0,
         truncated=int(compaction["messages_truncated"]) if compaction else 0,
         stubbed=int(compaction["user_messages_stubbed"]) if compaction else 0,
-        left_out=len(history) - (len(view) - int(notice) - repaired),
+        left_out=len(history) - (len(view) - int(notice) - repaired - sums.system_prompt_messages),
         shortened=sums.shortened,
         stubs=sums.stubs,
         repaired=repaired,

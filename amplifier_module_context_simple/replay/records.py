@@ -11,14 +11,46 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._ladder import FIT_LEVEL, RUNGS, Rung
+
 __all__ = [
     "CompactionRecord",
     "RequestRecord",
+    "levels_text",
     "not_recorded_check_text",
     "not_recorded_text",
     "numbers_text",
     "request_budget",
 ]
+
+
+def levels_text(rungs: tuple[Rung, ...] = RUNGS) -> str:
+    """One line on what each compaction level (a rung of the ladder) does, from the rungs."""
+
+    def of(action: str) -> list[Rung]:
+        return [r for r in rungs if r.action == action]
+
+    def levels(found: list[Rung]) -> str:
+        return ", ".join(str(r.level) for r in found)
+
+    truncate, remove, extreme = of("truncate"), of("remove"), of("extreme")
+    parts = [
+        f"{levels(truncate)} shorten the oldest "
+        + ", ".join("all" if r.share >= 1 else f"{r.share:.0%}" for r in truncate)
+        + " of the unprotected tool results",
+        f"{levels(remove)} leave out old turns older than the protected recent share of the "
+        f"messages (protected_recent x {', '.join(f'{r.share:g}' for r in remove)})",
+    ]
+    parts += [
+        f"{r.level} removes old stubs and stubs the oldest long user message that is no prompt"
+        for r in extreme
+    ]
+    return (
+        "Levels: the ladder's rungs, tried in order while the view is over the target: "
+        + "; ".join(parts)
+        + f"; still over the budget, a fit pass relaxes protection (reported as level "
+        f"{FIT_LEVEL}). A request's level is the deepest reached so far."
+    )
 
 
 def numbers_text(numbers: list[int]) -> str:
