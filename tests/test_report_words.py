@@ -103,3 +103,12 @@ def test_a_calls_characters_are_its_arguments(tmp_path: Path) -> None:
     arguments = len(json.dumps({"path": "a.py", "content": body}, ensure_ascii=False))
     assert int(call[3].replace(",", "")) == arguments
     assert "chars: text plus tool-call arguments" in flat(result.stdout)
+
+
+def test_where_a_request_differs_is_explained(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s", turns=2)
+    out = wide("replay", str(directory))
+    assert (
+        "differs at: where a request stops matching the one before (msg M.B: the payload's "
+        "message M, its content block B, both 0-based; none: it extends it)" in out
+    )

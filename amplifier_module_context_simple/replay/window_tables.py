@@ -240,6 +240,7 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
     title = "Cache reuse, per request (tokens)"
     caption = (
         "covers: what the read served; differs at: where a request stops matching the one "
-        "before (msg.block of the payload; none: it extends it); hist: transcript position"
+        "before (msg M.B: the payload's message M, its content block B, both 0-based; none: it "
+        "extends it); hist: transcript position"
     )
     console.print(_fitted(console, title, caption, columns, rows))
