@@ -122,6 +122,7 @@ def test_a_cut_inside_a_request_says_which_requests_were_not_recorded(tmp_path: 
     assert "ends inside line 4 (cut off mid-record" in out
     assert "Not judged whole: requests 2-4 of 4 were not recorded" in out
     assert "context-simple: check: requests 2-4 of 4 were not recorded" in result.stderr
+    assert "so 'above the window' is a lower bound for them" in " ".join(result.stderr.split())
     rows = [line.split() for line in result.stdout.splitlines()]
     firsts = [r[0] for r in rows if r]
     assert "2*" in firsts and "4*" in firsts and "1*" not in firsts and "1" in firsts
@@ -135,6 +136,19 @@ def test_a_cut_inside_a_request_says_which_requests_were_not_recorded(tmp_path: 
     windows = document["window_by_category"]
     assert [w["recorded"] for w in windows] == [True, False, False, False]
     assert all("system prompt" in w["categories"] for w in windows)
+
+
+def test_an_events_file_without_requests_is_not_called_a_crash(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s", turns=2)
+    lines = (directory / EVENTS).read_bytes().splitlines(keepends=True)
+    (directory / EVENTS).write_bytes(lines[0])  # the config only, whole
+    result = run("replay", str(directory))
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "No request payload recorded: the events file has no llm:request event" in out
+    assert "Partial session" not in out and "crashed" not in out
+    document = json.loads(run("replay", str(directory), "--json").stdout)
+    assert document["summary"]["not_recorded_requests"] == [1, 2, 3, 4]
 
 
 def test_a_whole_session_is_not_partial(tmp_path: Path) -> None:

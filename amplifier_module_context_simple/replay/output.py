@@ -69,7 +69,8 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     if n == 0:
         console.print("No assistant message, so no request was made: nothing to report.")
         return
-    partial = not_recorded_text(report.not_recorded, n)
+    recorded_any = bool(src.get("recorded_requests"))
+    partial = not_recorded_text(report.not_recorded, n, recorded_any=recorded_any)
     if partial is not None:
         console.print(f"[yellow]{escape(partial)}[/]")
     render_settings(console, report)

@@ -72,24 +72,27 @@ def _were(numbers: list[int]) -> str:
     return "were" if len(numbers) > 1 else "was"
 
 
-def not_recorded_text(not_recorded: list[int], requests: int) -> str | None:
-    """The partial-session line of the report (``None``: every request was recorded)."""
+def not_recorded_text(
+    not_recorded: list[int], requests: int, *, recorded_any: bool = True
+) -> str | None:
+    """The partial-session line of the report (``None``: every request was recorded).
+
+    ``recorded_any``: the events file has at least one request (else it may be a hook that
+    logs none, not a session cut short, and the line says only what is missing).
+    """
     if not not_recorded:
         return None
-    which = (
-        f"none of the {requests:,} requests was recorded"
-        if len(not_recorded) == requests
-        else f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded"
-    )
-    carried = (
-        "the replayed views alone"
-        if len(not_recorded) == requests
-        else "the replayed view with the last recorded request's tool definitions"
-    )
+    if not recorded_any:
+        return (
+            f"No request payload recorded: the events file has no llm:request event, so the "
+            f"{requests:,} requests are the replayed views alone, their injections and the "
+            "provider's usage unknown"
+        )
+    which = f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded"
     return (
         f"Partial session: {which} (the events file ends before them: a crashed or "
-        f"still-running session); their figures are {carried}, their injections and the "
-        "provider's usage are unknown"
+        "still-running session); their figures are the replayed view with the last recorded "
+        "request's tool definitions, their injections and the provider's usage unknown"
     )
 
 
@@ -99,8 +102,9 @@ def not_recorded_check_text(not_recorded: list[int], requests: int) -> str | Non
         return None
     return (
         f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded: their "
-        "views are judged valid or not in full, but their size without the injections "
-        "(unknown), so 'above the window' is a lower bound for them"
+        "views are judged valid or not in full, their size only on what is known (the replayed "
+        "view and the last recorded tool definitions, if any; injections unknown), so 'above "
+        "the window' is a lower bound for them"
     )
 
 
