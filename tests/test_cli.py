@@ -34,7 +34,7 @@ SUMMARY_KEYS = {
     "prefix_stable_requests", "invalid_views", "over_budget_requests", "ingress_truncations",
     "budget", "budget_source", "budget_capped", "trigger_tokens", "host_check",
     "host_invalid_views", "refused_views", "dropped_messages", "peak_request_tokens",
-    "request_budget", "refused_within_budget",
+    "request_budget", "refused_within_budget", "not_recorded_requests", "deepest_level",
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",

@@ -48,7 +48,7 @@ def flat(text: str) -> str:
 def _defaults_in_help() -> list[str]:
     """Every ``[...]`` the options' help texts end with, as the user should read it."""
     shown = [m for s in config_option_specs() for m in re.findall(r"\[[^\]]+\]", s.help)]
-    return [*shown, "[8192]", "[7]", "[400]"]
+    return [*shown, "[16384]", "[7]", "[400]"]
 
 
 @pytest.mark.parametrize("command", ["replay", "inspect"])

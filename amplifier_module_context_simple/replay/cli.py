@@ -23,6 +23,7 @@ import sys
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,6 +55,7 @@ from .json_text import json_text
 from .options import shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
+from .records import not_recorded_check_text
 from .refusals import assess
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
@@ -133,6 +135,36 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+DISTRIBUTION = "amplifier-module-context-simple"
+
+
+def package_version() -> str:
+    """The installed package's version; a note instead when it is not installed as a package
+    (the source imported from a checkout that was never installed)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"context-simple {package_version()} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Replay a session through amplifier-module-context-simple and see its budget, every
+    compaction and what the model was sent."""
+
 
 # --- commands --------------------------------------------------------------------------------
 
@@ -180,6 +212,9 @@ def replay_command(
         typer.echo("context-simple: no chart: the transcript made no request", err=True)
     if check:
         refusals = assess(report)
+        unjudged = not_recorded_check_text(refusals.not_recorded, refusals.requests)
+        if unjudged is not None:
+            typer.echo(f"context-simple: check: {unjudged}", err=True)
         if refusals.refused:
             first = refusals.refused[0]
             typer.echo(

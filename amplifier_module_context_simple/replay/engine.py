@@ -120,6 +120,7 @@ async def replay(
     (``session_analysis``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
+    report.recorded_session = recorded is not None
     recorder = _Recorder()
     manager = SimpleContextManager(**asdict(config), hooks=recorder)
     provider = SimulatedProvider(window) if window is not None else None
@@ -171,12 +172,11 @@ async def replay(
                 # Without a simulated window the categories fill what the whole request may
                 # take (tools and overhead are in the categories too).
                 record.overhead_tokens = analysis.observe(
-                    record.request,
-                    record.request_budget,
-                    view,
-                    pending,
-                    view_tokens=record.view_tokens,
-                )
+                    record.request, record.request_budget, view, pending,
+                    view_tokens=record.view_tokens, system_tokens=record.system_prompt_tokens,
+                )  # fmt: skip
+                if feed is not None and pending is None:
+                    report.not_recorded.append(record.request)
                 # Only now is the whole request known (the overhead is the analysis's).
                 record.utilisation = _share(record.request_tokens, record.request_budget)
                 repairs.update(manager.view_repairs)
@@ -297,7 +297,7 @@ def _record(
         removed=int(compaction["messages_removed"]) if compaction else 0,
         truncated=int(compaction["messages_truncated"]) if compaction else 0,
         stubbed=int(compaction["user_messages_stubbed"]) if compaction else 0,
-        left_out=len(history) - (len(view) - int(notice) - repaired),
+        left_out=len(history) - (len(view) - int(notice) - repaired - sums.system_prompt_messages),
         shortened=sums.shortened,
         stubs=sums.stubs,
         repaired=repaired,

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .. import estimate_message_tokens
 from .drops import LEFT, Drop, PositionIndex, first_line
+from .records import not_recorded_check_text
 from .refusals import STORM_MIN, STREAK_MIN, RefusalReport
 from .report import ReplayReport
 from .sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
@@ -170,6 +171,9 @@ def render_refusals(console: Console, refusals: RefusalReport) -> None:
         else f"none of {n:,} views"
     )
     console.print(f"[bold]Refused by a provider[/] {verdict}; {window}")
+    unjudged = not_recorded_check_text(refusals.not_recorded, n)
+    if unjudged is not None:
+        console.print(f"[yellow]Not judged whole[/]: {escape(unjudged)}")
     streak, storm = refusals.longest_over_budget, refusals.longest_compaction_run
     console.print(
         "[bold]Over-budget streak[/] "

@@ -21,7 +21,14 @@ from .. import ContextConfig
 from .config_options import build_config
 from .errors import CliError, one_line
 from .example_session import generate_session
-from .session_dir import RecordedRequest, RecordedSession, SessionError, find_session, read_session
+from .session_dir import (
+    RecordedRequest,
+    RecordedSession,
+    SessionError,
+    find_session,
+    not_found_text,
+    read_session,
+)
 from .session_settings import describe_settings, resolve_settings
 from .simulation import EXAMPLE_WINDOW, Window, build_window
 from .transcripts import TranscriptError, load_transcript
@@ -86,10 +93,17 @@ def prepare(options: SharedOptions) -> ReplayInput:
     else:
         if options.seed is not None or options.messages is not None:
             raise CliError("--seed and --messages only apply to the built-in example session")
-        session = _session(options.transcript, strict=options.strict)
-        name = str(session.directory) if session is not None else options.transcript
+        found = _session(options.transcript, strict=options.strict)
+        session = found if found is not None and found.events is not None else None
+        name = str(found.directory) if found is not None else options.transcript
         messages, source = _transcript(name, strict=options.strict)
         source["name"] = "standard input" if name == "-" else options.transcript
+        if found is not None and session is None and found.notes:
+            # A directory with no events file to read: the transcript is replayed alone, and
+            # what was found instead (an events.jsonl that is a directory) is still said.
+            source["session_notes"] = list(found.notes)
+            for note in found.notes:
+                typer.echo(f"context-simple: warning: {note}", err=True)
     resolved = resolve_settings(
         session,
         config_flags=options.config_values,
@@ -125,7 +139,8 @@ def prepare(options: SharedOptions) -> ReplayInput:
 
 
 def _session(transcript: str, *, strict: bool) -> RecordedSession | None:
-    """The session ``transcript`` names, when it is a session directory (or id) with events."""
+    """The session ``transcript`` names, when it is a session directory (or id); its
+    ``events`` is ``None`` when it has no events file (then it is replayed as a transcript)."""
     if transcript == "-":
         return None
     try:
@@ -136,7 +151,7 @@ def _session(transcript: str, *, strict: bool) -> RecordedSession | None:
     except SessionError as exc:
         raise CliError(one_line(str(exc))) from None
     if session.events is None:
-        return None  # a transcript and nothing else: replayed as one
+        return session  # a transcript and nothing else: replayed as one
     for error in session.skipped[:SHOWN_SKIPPED_LINES]:
         typer.echo(f"context-simple: warning: {session.events.name}: skipped {error}", err=True)
     if len(session.skipped) > SHOWN_SKIPPED_LINES:
@@ -180,7 +195,8 @@ def _transcript(transcript: str, *, strict: bool) -> tuple[list[dict[str, Any]],
     try:
         loaded = load_transcript(transcript, strict=strict)
     except TranscriptError as exc:
-        raise CliError(one_line(str(exc))) from None
+        # A name that is no file may have been meant as a session id: say where ids were looked for.
+        raise CliError(not_found_text(transcript) or one_line(str(exc))) from None
     skipped = [{"line": e.line_number, "reason": e.reason} for e in loaded.skipped]
     source = {
         "name": "standard input" if transcript == "-" else transcript,

@@ -90,7 +90,8 @@ _WINDOW = [
         "max_output_tokens",
         int,
         None,
-        f"The model's max output tokens [{DEFAULT_MAX_OUTPUT}].",
+        "The model's max output tokens; a session directory's own figure when it recorded one "
+        f"[{DEFAULT_MAX_OUTPUT}].",
         _PROVIDER_PANEL,
     ),
     _option(

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
+from .records import levels_text, not_recorded_text
 from .refusals import assess
 from .report import ReplayReport
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
@@ -68,6 +69,10 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     if n == 0:
         console.print("No assistant message, so no request was made: nothing to report.")
         return
+    recorded_any = bool(src.get("recorded_requests"))
+    partial = not_recorded_text(report.not_recorded, n, recorded_any=recorded_any)
+    if partial is not None:
+        console.print(f"[yellow]{escape(partial)}[/]")
     render_settings(console, report)
     console.print(f"[bold]Budget[/]  {_budget_text(report)}")
     console.print(
@@ -81,14 +86,14 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     )
     pairs = [
         ("Requests (one before each assistant message)", f"{n:,}"),
-        ("Compactions", f"{s['compactions']:,} (final level {s['final_level']})"),
+        ("Compactions", _compactions_text(s)),
         ("Budget used by the whole request, max / mean",
          f"{s['max_utilisation']:.1%} / {s['mean_utilisation']:.1%} of {s['request_budget']:,}"),
         ("Largest request (view + overhead)", f"{s['peak_request_tokens']:,} tokens"),
         ("Largest view", f"{s['peak_view_tokens']:,} tokens"),
         ("History at the end", f"{s['messages']:,} messages, {s['history_tokens']:,} tokens"),
-        ("Tokens saved, last request", f"{s['final_tokens_saved']:,}"),
-        ("Tokens saved, all requests", f"{s['tokens_saved']:,}"),
+        ("Tokens not sent, last request", f"{s['final_tokens_saved']:,}"),
+        ("Tokens not sent, summed over requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
         *_cache_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
@@ -106,11 +111,16 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         table.add_row(label, value)
     console.print(table)
     console.print(f"[dim]{_whole_request_note(report)}[/]")
+    console.print(
+        "[dim]Tokens not sent: each request's history less its view; the sum over the requests "
+        "is what re-sending the whole history every time would have added to the input.[/]"
+    )
     if s["refused_within_budget"]:
         console.print(f"[yellow]{_stricter_text(report, s['refused_within_budget'])}[/]")
     render_window_report(console, report, show_requests=show_requests)
     if report.compactions:
         console.print(_compactions_table(console, report))
+        console.print(f"[dim]{escape(levels_text())}[/]")
     else:
         console.print("No compaction: every view stayed under the trigger.")
     if show_requests:
@@ -312,6 +322,15 @@ def _stricter_text(report: ReplayReport, count: int) -> str:
     )
 
 
+def _compactions_text(summary: dict[str, Any]) -> str:
+    count = summary["compactions"]
+    if not count:
+        return "0"
+    last, deepest = summary["final_level"], summary["deepest_level"]
+    levels = f"level {last}" + ("" if deepest == last else f", the deepest {deepest}")
+    return f"{count:,} (the last at {levels})"
+
+
 def _source_of(report: ReplayReport, name: str) -> str:
     """Where setting ``name`` came from (``session_settings``' labels), or "flag"."""
     for setting in report.source.get("settings", []):
@@ -398,7 +417,8 @@ def render_view(
     ]  # fmt: skip
     table = _fitted(
         console, columns, rows, box=box.SIMPLE_HEAD,
-        caption="hist: position in the history (0-based); blank: added by the view",
+        caption="hist: position in the history (0-based); blank: added by the view; chars: "
+        "text plus tool-call arguments",
     )  # fmt: skip
     console.print(table)
     console.print(f"Left out of this view ({len(left_out)}): {_ranges(left_out) or 'nothing'}")

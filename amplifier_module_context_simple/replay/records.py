@@ -11,7 +11,101 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CompactionRecord", "RequestRecord", "request_budget"]
+from .._ladder import FIT_LEVEL, RUNGS, Rung
+
+__all__ = [
+    "CompactionRecord",
+    "RequestRecord",
+    "levels_text",
+    "not_recorded_check_text",
+    "not_recorded_text",
+    "numbers_text",
+    "request_budget",
+]
+
+
+def levels_text(rungs: tuple[Rung, ...] = RUNGS) -> str:
+    """One line on what each compaction level (a rung of the ladder) does, from the rungs."""
+
+    def of(action: str) -> list[Rung]:
+        return [r for r in rungs if r.action == action]
+
+    def levels(found: list[Rung]) -> str:
+        return ", ".join(str(r.level) for r in found)
+
+    truncate, remove, extreme = of("truncate"), of("remove"), of("extreme")
+    parts = [
+        f"{levels(truncate)} shorten the oldest "
+        + ", ".join("all" if r.share >= 1 else f"{r.share:.0%}" for r in truncate)
+        + " of the unprotected tool results",
+        f"{levels(remove)} leave out old turns older than the protected recent share of the "
+        f"messages (protected_recent x {', '.join(f'{r.share:g}' for r in remove)})",
+    ]
+    parts += [
+        f"{r.level} removes old stubs and stubs the oldest long user message that is no prompt"
+        for r in extreme
+    ]
+    return (
+        "Levels: the ladder's rungs, tried in order while the view is over the target: "
+        + "; ".join(parts)
+        + f"; still over the budget, a fit pass relaxes protection (reported as level "
+        f"{FIT_LEVEL}). A request's level is the deepest reached so far."
+    )
+
+
+def numbers_text(numbers: list[int]) -> str:
+    """Request numbers as runs: ``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _requests(numbers: list[int]) -> str:
+    return ("requests " if len(numbers) > 1 else "request ") + numbers_text(numbers)
+
+
+def _were(numbers: list[int]) -> str:
+    return "were" if len(numbers) > 1 else "was"
+
+
+def not_recorded_text(
+    not_recorded: list[int], requests: int, *, recorded_any: bool = True
+) -> str | None:
+    """The partial-session line of the report (``None``: every request was recorded).
+
+    ``recorded_any``: the events file has at least one request (else it may be a hook that
+    logs none, not a session cut short, and the line says only what is missing).
+    """
+    if not not_recorded:
+        return None
+    if not recorded_any:
+        return (
+            f"No request payload recorded: the events file has no llm:request event, so the "
+            f"{requests:,} requests are the replayed views alone, their injections and the "
+            "provider's usage unknown"
+        )
+    which = f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded"
+    return (
+        f"Partial session: {which} (the events file ends before them: a crashed or "
+        "still-running session); their figures are the replayed view with the last recorded "
+        "request's tool definitions, their injections and the provider's usage unknown"
+    )
+
+
+def not_recorded_check_text(not_recorded: list[int], requests: int) -> str | None:
+    """What ``--check`` could not judge (``None``: it judged every request whole)."""
+    if not not_recorded:
+        return None
+    return (
+        f"{_requests(not_recorded)} of {requests:,} {_were(not_recorded)} not recorded: their "
+        "views are judged valid or not in full, their size only on what is known (the replayed "
+        "view and the last recorded tool definitions, if any; injections unknown), so 'above "
+        "the window' is a lower bound for them"
+    )
 
 
 def request_budget(budget: Mapping[str, Any]) -> int:

@@ -102,6 +102,8 @@ class RefusalReport:
     longest_over_budget: Run = Run()
     longest_compaction_run: Run = Run()
     repairs: dict[str, RepairCount] = field(default_factory=dict[str, RepairCount])
+    not_recorded: list[int] = field(default_factory=list[int])
+    """Requests a recorded session has no payload for: judged without their injections."""
 
     @property
     def refused_views(self) -> int:
@@ -174,6 +176,7 @@ class Replayed(Protocol):
     requests: list[RequestRecord]
     window: Window | None
     repairs: dict[str, int]
+    not_recorded: list[int]
 
 
 def assess(report: Replayed) -> RefusalReport:
@@ -192,6 +195,7 @@ def assess(report: Replayed) -> RefusalReport:
         longest_over_budget=longest_run(report.requests, lambda r: r.over_budget),
         longest_compaction_run=longest_run(report.requests, lambda r: r.compacted),
         repairs=_repairs(views, report.repairs),
+        not_recorded=list(report.not_recorded),
     )
 
 

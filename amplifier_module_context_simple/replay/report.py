@@ -10,6 +10,12 @@ carried or the ``--overhead`` given) against the request budget (``request_budge
 window less the output held back and the margin, capped by ``max_tokens``), as ``--check``
 (``refusals``) judges the same whole request plus the requested output against the window:
 
+* ``final_level``: the level of the last compaction (0: none), ``deepest_level`` the highest
+  any reached (each request's ``level`` is the deepest reached up to it: the decisions in
+  force carry it);
+* ``tokens_saved``: each request's history tokens less its view's, summed over the requests
+  (what re-sending the whole history every time would have added); ``final_tokens_saved``
+  the last request's;
 * ``max_utilisation`` / ``mean_utilisation``: ``request_tokens / request_budget`` over the
   requests (each request's ``utilisation``); before the budget was the request's, they were
   the view over the view's budget;
@@ -79,6 +85,11 @@ class ReplayReport:
     """What the categories were measured on: ``session_analysis.BASIS_*``."""
     cache: CacheReport | None = None
     """The provider's cache over the recorded requests; ``None``: none was recorded."""
+    not_recorded: list[int] = field(default_factory=list[int])
+    """Requests of a recorded session with no recorded payload (its events file ends before
+    them: a crashed or still-running session); always empty for a bare transcript."""
+    recorded_session: bool = False
+    """The replay was fed a session's recorded requests (a session directory with events)."""
 
     def summary(self) -> dict[str, Any]:
         requests = self.requests
@@ -91,7 +102,8 @@ class ReplayReport:
             "history_tokens": self.history_tokens,
             "requests": len(requests),
             "compactions": len(self.compactions),
-            "final_level": requests[-1].level if requests else 0,
+            "final_level": self.compactions[-1].level if self.compactions else 0,
+            "deepest_level": max((c.level for c in self.compactions), default=0),
             "max_utilisation": round(max(utilisation, default=0.0), 4),
             "mean_utilisation": round(sum(utilisation) / len(utilisation), 4)
             if utilisation
@@ -114,6 +126,7 @@ class ReplayReport:
             "refused_views": refusals.refused_views,
             "refused_within_budget": refusals.within_budget,
             "dropped_messages": len({d.position for d in self.drops}),
+            "not_recorded_requests": list(self.not_recorded) if self.recorded_session else None,
             **self._cache_summary(),
         }
 

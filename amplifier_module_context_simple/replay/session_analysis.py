@@ -12,6 +12,11 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
 * A bare transcript: the categories are the replayed view's, with ``--overhead`` (when
   given) standing for what the transcript cannot show, and being the request's overhead; the
   report says the figures exclude whatever was not given.
+* A request the session did not record, after requests it did (the events file ends early: a
+  crashed or still-running session): the categories are the replayed view's, its system
+  prompt apart, with the last recorded request's tool definitions carried over (the replay's
+  manager holds them back too); its injections and the provider's figure are unknown. The
+  entry says it was not recorded (``WindowEntry.recorded``).
 
 Only small records are kept per request (the categories and the injections found, not the
 per-message matches), so a long replay stays linear in memory.
@@ -50,11 +55,15 @@ class WindowEntry:
     request: int
     window: WindowBreakdown
     comparison: UsageComparison | None
+    recorded: bool = True
+    """False: no payload was recorded for this request (a bare transcript, or a session whose
+    recording ends before it: see the module docstring)."""
 
     def as_json(self) -> dict[str, Any]:
         b = self.window
         return {
             "request": self.request,
+            "recorded": self.recorded,
             "categories": dict(b.categories()),
             "used": b.used,
             "over": b.over,
@@ -92,6 +101,7 @@ class WindowAnalysis:
         self._history = history  # the manager's list: it grows as the replay goes
         self._cache = CacheTracker(history, family=family)
         self._recorded = 0
+        self._tools = 0  # the last recorded request's tool definitions
         self._notice: tuple[Mapping[str, Any], int] | None = None
         self.entries: list[WindowEntry] = []
 
@@ -103,6 +113,7 @@ class WindowAnalysis:
         recorded: RecordedRequest | None,
         *,
         view_tokens: int,
+        system_tokens: int = 0,
     ) -> int:
         """Add ``request`` (its ``view`` of ``view_tokens``, and the session's ``recorded``
         request).
@@ -110,7 +121,8 @@ class WindowAnalysis:
         Returns the request's overhead: what a provider receives beyond the view. Without a
         simulated window the categories are set against ``budget``. Without a recorded
         payload only the notice is estimated here (the caller has the view's sum), so the cost
-        is not the view's length.
+        is not the view's length; ``system_tokens`` is the view's system prompt, apart from
+        the conversation when earlier requests were recorded and this one was not.
         """
         window = self._window if self._window is not None else budget
         notice = next(filter(is_notice, view), None)
@@ -129,6 +141,22 @@ class WindowAnalysis:
             comparison = compare(found, recorded.usage)
             self._cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
             overhead = found.tools + found.injected
+            self._tools = found.tools
+        elif self._recorded:
+            # Past the end of the recording: the same columns as the recorded requests.
+            found = WindowBreakdown(
+                context_window=window,
+                max_output=self._max_output,
+                family=self._family,
+                system=system_tokens,
+                tools=self._tools,
+                conversation=view_tokens - system_tokens - notice_tokens,
+                injections=(),
+                notice=notice_tokens,
+            )
+            overhead = self._tools
+            self.entries.append(WindowEntry(request, found, None, recorded=False))
+            return overhead
         else:
             found = given_breakdown(
                 conversation=view_tokens - notice_tokens,
@@ -139,7 +167,8 @@ class WindowAnalysis:
                 notice_tokens=notice_tokens,
             )
             overhead = self._overhead or 0
-        self.entries.append(WindowEntry(request, replace(found, messages=()), comparison))
+        entry = WindowEntry(request, replace(found, messages=()), comparison, recorded is not None)
+        self.entries.append(entry)
         return overhead
 
     def _notice_tokens(self, notice: Mapping[str, Any]) -> int:

@@ -33,6 +33,7 @@ __all__ = [
     "RecordedUsage",
     "SessionError",
     "find_session",
+    "not_found_text",
     "read_session",
     "system_text",
 ]
@@ -122,7 +123,11 @@ class RecordedSession:
     skipped: list[LineError] = field(default_factory=list[LineError])
     """Events lines that could not be used (not JSON, not an event object)."""
     notes: list[str] = field(default_factory=list[str])
-    """What a reader should know: which events file was picked, an unreadable metadata file."""
+    """What a reader should know: which events file was picked, an unreadable metadata file,
+    an ``events.jsonl`` that is not a file, a file cut off inside its last record."""
+    cut_off_line: int | None = None
+    """The events file ends inside this line (no newline after it, not a whole event): what a
+    crashed or still-running session leaves; ``None``: it ends on a whole line."""
 
     def requests(self) -> Iterator[RecordedRequest]:
         """The recorded requests in order, streamed again from the events file."""
@@ -161,6 +166,19 @@ def find_session(source: str) -> Path | None:
     return found[0] if found else None
 
 
+def not_found_text(source: str) -> str | None:
+    """Why ``source`` names nothing, when it could have been a session id (no ``/``, not a
+    path that exists): where the ids were looked for and how many sessions are there."""
+    if not source or "/" in source or source in {".", "..", "-"} or Path(source).exists():
+        return None
+    root = Path.home() / SESSIONS_GLOB
+    count = sum(1 for p in Path.home().glob(SESSIONS_GLOB + "/*") if p.is_dir())
+    return (
+        f"no such file or directory: {source}, and no session id starts with it under "
+        f"{root}/ ({count:,} session(s) there)"
+    )
+
+
 def _sessions_named(session_id: str) -> list[Path]:
     root = Path.home()
     candidates = [p for p in sorted(root.glob(SESSIONS_GLOB + "/*")) if p.is_dir()]
@@ -183,7 +201,7 @@ def read_session(directory: str | Path, *, strict: bool = False) -> RecordedSess
         raise SessionError(f"{directory} is not a session directory (no {TRANSCRIPT_NAME})")
     notes: list[str] = []
     metadata = _metadata(directory / METADATA_NAME, notes)
-    candidates = _events_files(directory)
+    candidates = _events_files(directory, notes)
     scans = [_scan(path) for path in candidates]
     chosen = next((s for s in scans if s.request_count), scans[0] if scans else None)
     if strict and chosen is not None and chosen.skipped:
@@ -194,6 +212,11 @@ def read_session(directory: str | Path, *, strict: bool = False) -> RecordedSess
         why = "the one with llm:request events" if chosen.request_count else "the first found"
         notes.append(f"read {chosen.path.relative_to(directory)} ({why}); also found {others}")
     scan = chosen or _Scan(directory / EVENTS_NAME)
+    if scan.cut_off_line is not None:
+        notes.append(
+            f"{scan.path.relative_to(directory)} ends inside line {scan.cut_off_line:,} (cut off "
+            "mid-record: a crashed or still-running session); the report is partial"
+        )
     model = scan.model or _text(scan.provider_config.get("default_model"))
     model = model or _text(metadata.get("model"))
     return RecordedSession(
@@ -212,6 +235,7 @@ def read_session(directory: str | Path, *, strict: bool = False) -> RecordedSess
         max_output_tokens=scan.max_output_tokens,
         skipped=scan.skipped,
         notes=notes,
+        cut_off_line=scan.cut_off_line,
     )
 
 
@@ -245,6 +269,7 @@ class _Scan:
     answered: bool = True
     providers: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     request_provider: str | None = None
+    cut_off_line: int | None = None
 
 
 def _scan(path: Path) -> _Scan:
@@ -272,7 +297,25 @@ def _scan(path: Path) -> _Scan:
         elif name == _BUDGET and _better_budget(scan.budget_event, data):
             scan.budget_event = dict(data)
     _pick_provider(scan)
+    scan.cut_off_line = _cut_off_line(path, scan.skipped)
     return scan
+
+
+def _cut_off_line(path: Path, skipped: list[LineError]) -> int | None:
+    """The last line's number when it was skipped and no newline ends the file."""
+    if not skipped:
+        return None
+    with path.open("rb") as stream:
+        stream.seek(0, 2)
+        if stream.tell() == 0:
+            return None
+        stream.seek(-1, 2)
+        if stream.read(1) == b"\n":
+            return None
+        stream.seek(0)
+        lines = sum(1 for _ in stream)
+    last = skipped[-1].line_number
+    return last if last == lines else None
 
 
 def _better_budget(current: dict[str, Any] | None, data: dict[str, Any]) -> bool:
@@ -349,11 +392,17 @@ def _metadata(path: Path, notes: list[str]) -> dict[str, Any]:
     return value
 
 
-def _events_files(directory: Path) -> list[Path]:
-    """The top-level ``events.jsonl`` first, then those one subfolder down, by name."""
-    top = directory / EVENTS_NAME
-    nested = sorted(p for p in directory.glob(f"*/{EVENTS_NAME}") if p.is_file())
-    return ([top] if top.is_file() else []) + nested
+def _events_files(directory: Path, notes: list[str]) -> list[Path]:
+    """The top-level ``events.jsonl`` first, then those one subfolder down, by name.
+
+    One that exists but is not a file (a directory) is named in ``notes`` and not read.
+    """
+    found = [directory / EVENTS_NAME, *sorted(directory.glob(f"*/{EVENTS_NAME}"))]
+    for path in found:
+        if path.exists() and not path.is_file():
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            notes.append(f"{path.relative_to(directory)} is {kind}, not an events file: ignored")
+    return [p for p in found if p.is_file()]
 
 
 def _request_model(data: Mapping[str, Any]) -> str | None:

@@ -13,8 +13,10 @@ __all__ = [
     "build_window",
 ]
 
-DEFAULT_MAX_OUTPUT = 8_192
-"""Max output tokens assumed when only ``--context-window`` is given."""
+DEFAULT_MAX_OUTPUT = 16_384
+"""Max output tokens assumed when a window is simulated and no figure is known (neither
+``--max-output-tokens`` nor a session's own): the built-in example's too (``EXAMPLE_WINDOW``),
+so the help's one default is true of both. OpenAI's published default for GPT-4o-sized models."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class SimulatedProvider:
         return _ProviderInfo(model=self.window.model, defaults=defaults)
 
 
-EXAMPLE_WINDOW = Window(context_window=128_000, max_output_tokens=16_384)
+EXAMPLE_WINDOW = Window(context_window=128_000, max_output_tokens=DEFAULT_MAX_OUTPUT)
 """The window simulated for the built-in example (a GPT-4o-sized model), so compaction shows."""
 
 

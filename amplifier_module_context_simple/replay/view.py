@@ -3,6 +3,7 @@ history, its size, and what the view did to it (the view-marker keys)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,7 @@ def describe_view(
                 position=position,
                 role=str(message.get("role", "")),
                 tokens=estimate_message_tokens(message, family=family),
-                chars=len(text_of(message)),
+                chars=len(text_of(message)) + call_chars(message),
                 markers=_markers(message),
                 tool_call_ids=list(call_ids(message) or result_ids(message)),
                 preview=_preview(message, preview_chars),
@@ -69,6 +70,31 @@ def describe_view(
         )
     left_out = [i for i in range(len(history)) if i not in shown]
     return rows, left_out
+
+
+def call_chars(message: Mapping[str, Any]) -> int:
+    """Characters of a message's tool-call arguments (as JSON; a string as it is): a call's
+    content is its arguments, e.g. the file a ``write_file`` call writes."""
+    calls: Any = message.get("tool_calls")
+    found: list[Any] = (
+        [c for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else []
+    )
+    content: Any = message.get("content")
+    if isinstance(content, list):
+        found += [
+            b for b in content
+            if isinstance(b, Mapping) and b.get("type") in {"tool_use", "tool_call"}
+        ]  # fmt: skip
+    total = 0
+    for call in found:
+        if not isinstance(call, Mapping):
+            continue
+        args: Any = call.get("arguments", call.get("input"))
+        if isinstance(args, str):
+            total += len(args)
+        elif args is not None:
+            total += len(json.dumps(args, ensure_ascii=False, default=str))
+    return total
 
 
 def _markers(message: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,8 @@ class ViewSums:
     stubs: int
     system_prompt: int = 0
     """Tokens of system messages that are in no history message (the prompt factory's)."""
+    system_prompt_messages: int = 0
+    """How many such messages the view has (they are not history, so none is "left out")."""
 
 
 class ViewTally:
@@ -44,9 +46,9 @@ class ViewTally:
         self._known = known
         self._view: list[Mapping[str, Any]] = []
         # Per message of the latest view: tokens, repaired, shortened, stubbed, system prompt
-        # tokens (as ViewSums orders them), and each column's total.
-        self._columns: tuple[list[int], ...] = ([], [], [], [], [])
-        self._totals = [0, 0, 0, 0, 0]
+        # tokens and system prompt messages (as ViewSums orders them), and each column's total.
+        self._columns: tuple[list[int], ...] = ([], [], [], [], [], [])
+        self._totals = [0, 0, 0, 0, 0, 0]
         # Estimates of rendered messages by identity (held, so an id cannot be reused): a
         # compacted view re-sends many messages of the views before it.
         self._estimates: dict[int, tuple[Mapping[str, Any], int]] = {}
@@ -74,6 +76,7 @@ class ViewTally:
                 n if m.get("role") == "system" and id(m) not in self._known else 0
                 for m, n in zip(added, tokens, strict=True)
             ],
+            [m.get("role") == "system" and id(m) not in self._known for m in added],
         )
         for i, (column, values) in enumerate(zip(columns, figures, strict=True)):
             column[start:] = values

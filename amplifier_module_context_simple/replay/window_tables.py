@@ -80,14 +80,21 @@ def render_window(
     comparisons: Sequence[UsageComparison | None] = (),
     *,
     numbers: Sequence[int] | None = None,
+    not_recorded: set[int] | frozenset[int] = frozenset(),
 ) -> None:
-    """Per request: the window by category, ours beside the provider's; then the last one."""
+    """Per request: the window by category, ours beside the provider's; then the last one.
+
+    ``not_recorded``: the request numbers of a recorded session that have no payload (marked
+    ``*``; meaningful only beside recorded ones, whose columns they share)."""
     if not breakdowns:
         console.print("No request payload: nothing to break down.")
         return
     numbers = list(numbers or range(1, len(breakdowns) + 1))
     compared = list(comparisons) + [None] * (len(breakdowns) - len(comparisons))
-    given = breakdowns[-1].overhead is not None
+    # A bare transcript's rows (no payload at all) have the given overhead; a recorded
+    # session's rows past its recording share the recorded rows' columns.
+    given = all(b.overhead is not None for b in breakdowns)
+    marked = {n for n in not_recorded if not given}
     last = breakdowns[-1]
     console.print(
         f"[bold]Window[/]  {last.context_window:,} tokens; figures are the module's estimates "
@@ -114,21 +121,33 @@ def render_window(
 
     rows: list[list[str]] = []
     for number, b, comparison in zip(numbers, breakdowns, compared, strict=False):
-        system = [f"{b.overhead:,}"] if given else [f"{b.system:,}", f"{b.tools:,}"]
+        system = [f"{b.overhead or 0:,}"] if given else [f"{b.system:,}", f"{b.tools:,}"]
+        label = f"{number}*" if number in marked else str(number)
         rows.append([
-            str(number), *system, f"{b.conversation:,}", f"{b.injected:,}", f"{b.notice:,}",
+            label, *system, f"{b.conversation:,}", f"{b.injected:,}", f"{b.notice:,}",
             f"{b.free:,}", f"{b.max_output:,}", f"{b.used:,}", *_gap(comparison),
         ])  # fmt: skip
     title = "What the window held, per request (tokens)"
     caption = "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+    if marked:
+        caption += (
+            "; *: not recorded (the replayed view with the last recorded tool definitions; "
+            "injections unknown)"
+        )
     console.print(_fitted(console, title, caption, columns, rows))
-    _render_categories(console, numbers[-1], last)
-    _render_injections(console, numbers[-1], last)
+    _render_categories(console, numbers[-1], last, recorded=numbers[-1] not in marked)
+    if numbers[-1] in marked:
+        console.print(f"Request {numbers[-1]} was not recorded: its injections are unknown.")
+    else:
+        _render_injections(console, numbers[-1], last)
 
 
-def _render_categories(console: Console, number: int, b: WindowBreakdown) -> None:
+def _render_categories(
+    console: Console, number: int, b: WindowBreakdown, *, recorded: bool = True
+) -> None:
     table = Table(
-        title=f"Request {number}: the {b.context_window:,}-token window",
+        title=f"Request {number}: the {b.context_window:,}-token window"
+        + ("" if recorded else " (not recorded: the replayed view, the last recorded tools)"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
@@ -221,6 +240,7 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
     title = "Cache reuse, per request (tokens)"
     caption = (
         "covers: what the read served; differs at: where a request stops matching the one "
-        "before (msg.block of the payload; none: it extends it); hist: transcript position"
+        "before (msg M.B: the payload's message M, its content block B, both 0-based; none: it "
+        "extends it); hist: transcript position"
     )
     console.print(_fitted(console, title, caption, columns, rows))
