@@ -35,6 +35,7 @@ SUMMARY_KEYS = {
     "budget", "budget_source", "budget_capped", "trigger_tokens", "host_check",
     "host_invalid_views", "refused_views", "dropped_messages", "peak_request_tokens",
     "request_budget", "refused_within_budget", "not_recorded_requests", "deepest_level",
+    "simulated_cache",
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",
@@ -42,6 +43,7 @@ REQUEST_KEYS = {
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
     "host_valid", "violations", "prefix_stable", "overhead_tokens", "repairs",
     "system_prompt_tokens", "request_budget", "reserved_output", "request_tokens", "over_budget",
+    "simulated_priced_input_tokens",
 }  # fmt: skip
 COMPACTION_KEYS = {
     "request", "at_message", "level", "before_tokens", "after_tokens", "before_messages",
@@ -411,7 +413,8 @@ def test_cli_says_when_the_host_check_was_not_run(
     path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
     shown = run("replay", str(path))
     assert shown.exit_code == 0, shown.stderr
-    assert "2 / 2 (check_view + host model; host refused 0)" in " ".join(shown.stdout.split())
+    shown_text = " ".join(shown.stdout.replace("│", " ").split())
+    assert "2 / 2 (check_view + host model; host refused 0)" in shown_text
     _without_host(monkeypatch)
     result = run("replay", str(path))
     assert result.exit_code == 0, result.stderr

@@ -39,6 +39,7 @@ from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
 from .records import request_budget
 from .refusals import repair_kind
+from .replay_cache import ReplayCache
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .session_analysis import WindowAnalysis
 from .session_dir import RecordedRequest
@@ -137,6 +138,7 @@ async def replay(
     checker = ViewChecker(config.max_tool_result_bytes)
     tally = ViewTally(family, known)
     tracker = DropTracker(family, drops=report.drops, known=known)  # changes, per position
+    simulated = ReplayCache(family, known)  # the provider's cache over these views
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
     collector = _WarningCollector()
     package_logger = logging.getLogger(_PACKAGE_LOGGER)
@@ -177,6 +179,12 @@ async def replay(
                 )  # fmt: skip
                 if feed is not None and pending is None:
                     report.not_recorded.append(record.request)
+                record.simulated_priced_input_tokens = simulated.add(
+                    view,
+                    tool_tokens=int((report.budget_event or {}).get("tool_definitions_tokens", 0)),
+                    model=(pending.model if pending else None)
+                    or (window.model if window else None),
+                )
                 # Only now is the whole request known (the overhead is the analysis's).
                 record.utilisation = _share(record.request_tokens, record.request_budget)
                 repairs.update(manager.view_repairs)
@@ -192,6 +200,7 @@ async def replay(
                     await feed.after(manager, pending)
                 if stop_at is not None and record.request == stop_at:
                     report.repairs = _count_kinds(repairs)
+                    report.simulated_cost = simulated.cost()
                     _finish(report, collector, recorder, feed, analysis, complete=False)
                     return ReplayOutcome(report, view, list(manager.messages))
             try:
@@ -209,6 +218,7 @@ async def replay(
     for stored in manager.messages[indexed:]:  # added after the last request: never indexed
         report.history_tokens += estimate_message_tokens(stored, family=family)
     report.repairs = _count_kinds(repairs)
+    report.simulated_cost = simulated.cost()
     _finish(report, collector, recorder, feed, analysis)
     return ReplayOutcome(report, None, list(manager.messages))
 

@@ -96,6 +96,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Tokens not sent, summed over requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
         *_cache_rows(s),
+        *_simulated_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
@@ -138,6 +139,22 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         )
     if not show_requests:
         console.print("[dim]Every request: --requests or --json. One view: inspect --at N.[/]")
+
+
+def _simulated_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The replayed views priced through a simulated provider cache."""
+    simulated = summary.get("simulated_cache")
+    if not simulated:
+        return []
+    share = simulated["read_share"]
+    dollars = simulated["input_usd"]
+    text = f"{simulated['priced_input_tokens']:,.0f} base-price tokens"
+    text += "" if dollars is None else f" (${dollars:,.2f})"
+    text += "" if share is None else f", {share:.1%} read from the cache"
+    text += f"; {simulated['priced_input_tokens_at_markers']:,.0f} if cached only at the markers"
+    if simulated["times_assumed"]:
+        text += " (requests counted a minute apart)"
+    return [("Replayed input, priced (simulated cache)", text)]
 
 
 def _cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -171,6 +171,8 @@ class RequestRecord:
     force): the limit ``request_tokens`` is held to."""
     reserved_output: int = 0
     """The output the budget in force held back from the window (0 without a window)."""
+    simulated_priced_input_tokens: float = 0.0
+    """Its input priced through the simulated cache (``replay_cache``), base-price tokens."""
     repairs: dict[str, int] = field(default_factory=dict[str, int])
     """The manager's ``view_repairs`` after this request, counted by kind (``REPAIR_KINDS``)."""
 

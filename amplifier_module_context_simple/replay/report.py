@@ -49,6 +49,7 @@ from .drops import Drop
 from .host_check import HOST_CHECK_RUN
 from .records import CompactionRecord, RequestRecord
 from .refusals import assess
+from .replay_cache import SimulatedCost
 from .session_analysis import WindowEntry, cache_json
 from .simulation import Window
 
@@ -88,6 +89,8 @@ class ReplayReport:
     not_recorded: list[int] = field(default_factory=list[int])
     """Requests of a recorded session with no recorded payload (its events file ends before
     them: a crashed or still-running session); always empty for a bare transcript."""
+    simulated_cost: SimulatedCost | None = None
+    """The replayed views priced through a simulated provider cache (``replay_cache``)."""
     recorded_session: bool = False
     """The replay was fed a session's recorded requests (a session directory with events)."""
 
@@ -128,6 +131,9 @@ class ReplayReport:
             "dropped_messages": len({d.position for d in self.drops}),
             "not_recorded_requests": list(self.not_recorded) if self.recorded_session else None,
             **self._cache_summary(),
+            "simulated_cache": None
+            if self.simulated_cost is None
+            else self.simulated_cost.as_json(),
         }
 
     def _cache_summary(self) -> dict[str, Any]:
