@@ -193,3 +193,24 @@ def test_a_message_the_manager_rejects_is_one_line(monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert "message 1 was rejected by the context manager" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_sweep_prices_each_setting_and_ranks_the_rows_by_cost() -> None:
+    rows = _json("sweep", "--target-usage", "0.35,0.5", "--notice-reserve", "300,800")["rows"]
+    assert [(r["setting"]["target_usage"], r["setting"]["compaction_notice_token_reserve"])
+            for r in rows] == [(0.35, 300), (0.35, 800), (0.5, 300), (0.5, 800)]  # fmt: skip
+    for r in rows:
+        assert r["priced_input_tokens"] > 0
+        assert r["priced_at_markers"] >= r["priced_input_tokens"] - 1
+        assert 0 < r["kept_min"] <= r["kept_mean"] <= 1
+    # A deeper target compacts further: it costs less and keeps less.
+    deep = [r for r in rows if r["setting"]["target_usage"] == 0.35]
+    shallow = [r for r in rows if r["setting"]["target_usage"] == 0.5]
+    assert max(r["priced_input_tokens"] for r in deep) < min(
+        r["priced_input_tokens"] for r in shallow
+    )
+    assert max(r["kept_mean"] for r in deep) < min(r["kept_mean"] for r in shallow)
+    table = runner.invoke(app, ["sweep", "--target-usage", "0.5,0.35"], env={"COLUMNS": "120"})
+    assert table.exit_code == 0, table.stderr
+    lines = [ln for ln in table.stdout.splitlines() if ln.strip().startswith(("0.5 ", "0.35 "))]
+    assert [line.split()[0] for line in lines] == ["0.35", "0.5"], "cheapest first"

@@ -329,20 +329,36 @@ def sweep_command(
             rich_help_panel=_SWEEP_PANEL,
         ),
     ] = None,
+    reserves: Annotated[
+        str | None,
+        typer.Option(
+            "--notice-reserve",
+            help="Tokens held back for the compaction notice, e.g. 300,800.",
+            rich_help_panel=_SWEEP_PANEL,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Replay once per setting and compare, one row per combination of the listed values.
 
-    Each row: compactions, cache breaks, peak share of the window, views a provider would refuse.
+    Rows cheapest first: priced input, history kept, compactions, cache breaks, peak, refusals.
     """
-    given = {"compact_threshold": thresholds, "target_usage": targets, "max_tokens": caps}
+    given = {
+        "compact_threshold": thresholds,
+        "target_usage": targets,
+        "max_tokens": caps,
+        "compaction_notice_token_reserve": reserves,
+    }
     try:
         lists = {k: parse_values(k, text) for k, text in given.items() if text is not None}
         rows = settings(lists)
     except ValueError as exc:
         raise CliError(one_line(str(exc))) from None
     if not lists:
-        raise CliError("give a list to sweep: --compact-threshold, --target-usage or --max-tokens")
+        raise CliError(
+            "give a list to sweep: --compact-threshold, --target-usage, --max-tokens or "
+            "--notice-reserve"
+        )
     data = prepare(options)
     found: list[SweepRow] = []
     recorded_cache: CacheReport | None = None

@@ -264,21 +264,36 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     grid = _Grid(f"Sweep: {len(rows)} setting(s), one replay each")
     for key in keys:  # headers on two lines: three swept keys still fit 80 columns
         grid.number(SWEPT_KEYS[key][0].removeprefix("--").replace("-", "\n", 1))
-    for name in ("compactions", "cache\nbreaks", f"peak of\n{share}", "refused"):
-        grid.number(name)
     wide = console.width >= _NARROW
     if wide:
+        for name in ("priced\ninput", "at the\nmarkers", "kept\nmean", "kept\nmin"):
+            grid.number(name)
+    for name in ("compactions", "cache\nbreaks", f"peak of\n{share}", "refused"):
+        grid.number(name)
+    if wide:
         grid.number("budget")
-    for r in rows:
+    for r in sorted(rows, key=lambda row: row.priced_input_tokens):
+        cost = [
+            f"{r.priced_input_tokens:,.0f}", f"{r.priced_at_markers:,.0f}",
+            f"{r.kept_mean:.1%}", f"{r.kept_min:.1%}",
+        ] if wide else []  # fmt: skip
         budget = [f"{r.budget:,}"] if wide else []
         grid.add(
-            *(_value(r.setting[k]) for k in keys), f"{r.compactions:,}", f"{r.cache_breaks:,}",
-            f"{r.peak_share:.1%}", f"{r.refused_views:,}", *budget,
+            *(_value(r.setting[k]) for k in keys), *cost, f"{r.compactions:,}",
+            f"{r.cache_breaks:,}", f"{r.peak_share:.1%}", f"{r.refused_views:,}", *budget,
         )  # fmt: skip
     grid.caption = (
-        "cache breaks: views whose prefix is not the previous view's; peak: largest view plus "
-        f"overhead over the {share}; refused: views a provider would refuse"
+        "cheapest first. priced input: base-price tokens through a simulated 5-minute cache "
+        "(requests a minute apart), every message cached / only at the provider's markers; "
+        "kept: share of the history's tokens a view sent; cache breaks: views whose prefix is "
+        f"not the previous view's; peak: largest view plus overhead over the {share}; refused: "
+        "views a provider would refuse"
     )
+    if not wide:
+        grid.caption += (
+            "; not shown at this width: priced input, at the markers, kept mean, kept min, "
+            "budget (see --json, or a wider COLUMNS)"
+        )
     console.print(grid.table(console.width))
 
 

@@ -1,12 +1,15 @@
 """Comparing settings in one run: the same messages replayed once per setting.
 
-The swept keys (:data:`SWEPT_KEYS`: ``compact_threshold``, ``target_usage``, ``max_tokens``)
-each take a comma list; every combination of them (the cross product, at most
-:data:`MAX_ROWS`) is one replay whose config is the prepared one with the swept keys replaced
-(``dataclasses.replace``). Each row says what that setting did: compactions, cache breaks
-(views whose prefix is not the previous view's), the peak share of the window (view plus
-overhead over the context window, or over the budget when no window is known: ``share_of``
-says which) and the views a provider would refuse (``refusals``).
+The swept keys (:data:`SWEPT_KEYS`: ``compact_threshold``, ``target_usage``, ``max_tokens``,
+``compaction_notice_token_reserve``) each take a comma list; every combination of them (the
+cross product, at most :data:`MAX_ROWS`) is one replay whose config is the prepared one with the
+swept keys replaced (``dataclasses.replace``). Each row says what that setting did:
+compactions, cache breaks (views whose prefix is not the previous view's), the peak share of the
+window (view plus overhead over the context window, or over the budget when no window is known:
+``share_of`` says which), the views a provider would refuse (``refusals``), what the session's
+input costs through the simulated provider cache (``replay_cache``: base-price tokens, every
+message cached and cached only at the provider's markers) and what the views kept (the share of
+the history's tokens each view sent, mean and smallest). The table ranks the rows by cost.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ SWEPT_KEYS: dict[str, tuple[str, type]] = {
     "compact_threshold": ("--compact-threshold", float),
     "target_usage": ("--target-usage", float),
     "max_tokens": ("--max-tokens", int),
+    "compaction_notice_token_reserve": ("--notice-reserve", int),
 }
 """Config key -> (its flag, the type of each listed value)."""
 SHARE_OF_WINDOW = "window"
@@ -65,6 +69,13 @@ class SweepRow:
     budget: int
     refused_views: int
     invalid_views: int
+    priced_input_tokens: float = 0.0
+    """The session's input through the simulated cache, every message boundary cached."""
+    priced_at_markers: float = 0.0
+    """The same, cached only at the head and each request's end (the provider's markers)."""
+    kept_mean: float = 1.0
+    """Mean over the views of the share of the history's tokens the view sent."""
+    kept_min: float = 1.0
 
 
 def parse_values(key: str, text: str) -> list[Any]:
@@ -111,6 +122,7 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
     summary = report.summary()
     window = report.window
     peak = max((r.request_tokens for r in report.requests), default=0)
+    cost, kept = report.simulated_cost, _kept(report)
     of = window.context_window if window is not None else summary["budget"]
     return SweepRow(
         setting=dict(setting),
@@ -123,7 +135,20 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
         budget=int(summary["budget"]),
         refused_views=assess(report).refused_views,
         invalid_views=int(summary["invalid_views"]),
+        priced_input_tokens=0.0 if cost is None else round(cost.priced_input_tokens, 1),
+        priced_at_markers=0.0 if cost is None else round(cost.priced_at_markers, 1),
+        kept_mean=round(sum(kept) / len(kept), 4) if kept else 1.0,
+        kept_min=round(min(kept), 4) if kept else 1.0,
     )
+
+
+def _kept(report: ReplayReport) -> list[float]:
+    """Per view, the share of the history's tokens it sent (its added system prompt aside)."""
+    return [
+        min(1.0, max(0, r.view_tokens - r.system_prompt_tokens) / r.history_tokens)
+        for r in report.requests
+        if r.history_tokens
+    ]
 
 
 async def sweep(
