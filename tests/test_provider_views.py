@@ -279,7 +279,34 @@ def sessions(draw: st.DrawFn) -> Session:
                     }
                 )
         interrupted = turn < turns - 1 and rounds > 0 and draw(st.integers(0, 4)) == 4
-        if not interrupted:
+        cancelled = turn < turns - 1 and not interrupted and draw(st.integers(0, 4)) == 4
+        if cancelled:
+            # The person cancels while the tool runs: the orchestrator stores the call and a
+            # cancellation result, or no result at all, and the next prompt follows.
+            cid = _call_id(scheme, serial=next(serial), in_turn=next(in_turn), in_round=0)
+            style = draw(st.sampled_from(styles))
+            think = thinking == "every" or (thinking == "first" and rounds == 0)
+            messages.append(
+                _assistant_round(
+                    style,
+                    [(cid, "run", {"cmd": "make"})],
+                    _thinking_block(f"t{turn}c") if think else None,
+                )
+            )
+            if draw(st.booleans()):
+                cancellation = f"R{next(results)}|Cancelled by the user."
+                messages.append({"role": "tool", "tool_call_id": cid, "content": cancellation})
+        if (interrupted or cancelled) and draw(st.integers(0, 2)) == 2:
+            # A hook reminder between the latest tool round and the next prompt, of any size.
+            size = draw(st.integers(20, 9_000))
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"<system-reminder>{filler(f'M{turn}|', size)}</system-reminder>",
+                    "metadata": {"source": "hook"},
+                }
+            )
+        if not (interrupted or cancelled):
             answer: Msg = {"role": "assistant", "content": f"Task {turn} is done."}
             if thinking == "every" or (thinking == "first" and rounds == 0):
                 answer["content"] = [
@@ -399,16 +426,18 @@ def floor_tokens(view: Sequence[Mapping[str, Any]]) -> int:
     return floor
 
 
-def _after_tool(msgs: Sequence[Msg], i: int) -> bool:
+def _after_tool(msgs: Sequence[Msg], i: int, *, calls: bool = False) -> bool:
     """Whether the human prompt at ``i`` follows a tool result, as Anthropic reads it.
 
     Non-human user messages (hook reminders, the compaction notice) merge into the same user
-    turn, so they are looked through: T, reminder, H is the same conversation as T, H.
+    turn, so they are looked through: T, reminder, H is the same conversation as T, H. With
+    ``calls`` (read in a history) a call nobody answered counts too: the view answers it with a
+    placeholder, so the prompt follows that round there as well.
     """
     j = i - 1
     while j >= 0 and msgs[j].get("role") == "user" and not is_human(msgs[j]):
         j -= 1
-    return j >= 0 and msgs[j].get("role") == "tool"
+    return j >= 0 and (msgs[j].get("role") == "tool" or (calls and has_calls(msgs[j])))
 
 
 def _prompt_key(message: Msg) -> str:
@@ -425,7 +454,7 @@ def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
     allowed = {
         _prompt_key(history[i])
         for i in range(len(history))
-        if is_human(history[i]) and _after_tool(history, i)
+        if is_human(history[i]) and _after_tool(history, i, calls=True)
     }
     for i in range(len(view)):
         moved = is_human(view[i]) and _prompt_key(view[i]) not in allowed
