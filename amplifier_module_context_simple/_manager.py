@@ -86,9 +86,9 @@ class SimpleContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clip = admit(message, len(self.messages), self.config.max_tool_result_bytes)
+        stored, clips = admit(message, len(self.messages), self.config.max_tool_result_bytes)
         self.messages.append(stored)
-        if clip is not None:
+        for clip in clips:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
 
     async def get_messages(self) -> list[dict[str, Any]]:
@@ -104,8 +104,8 @@ class SimpleContextManager:
         admitted = [admit(m, i, self.config.max_tool_result_bytes) for i, m in enumerate(messages)]
         self._reset_derived()
         self.messages = [stored for stored, _ in admitted]
-        for _, clip in admitted:
-            if clip is not None:
+        for _, clips in admitted:
+            for clip in clips:
                 await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
 
     async def clear(self) -> None:

@@ -208,3 +208,124 @@ async def test_a_prompt_after_a_left_out_reminder_keeps_its_place() -> None:
     assert tokens_of(view) <= 3_000
     # Main left it out too: mending read the left-out reminder as a gap before the prompt.
     assert "and also check the tests" in [m.get("content") for m in view]
+
+
+# --- 2: every shape the module reads as a tool result is capped at ingress -------------------
+
+MEGABYTE = 1_048_576
+CAP = 131_072  # the default max_tool_result_bytes
+BIG = "row 17: " + "x" * (MEGABYTE - 8)
+
+
+def _anthropic_call(call_id: str) -> Msg:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": "read", "input": {}}],
+    }
+
+
+RESULT_SHAPES: dict[str, tuple[Msg, Msg, str]] = {
+    # name: (call, result, content_kind of the event)
+    "anthropic-string": (
+        _anthropic_call("toolu_1"),
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": BIG}],
+        },
+        "string",
+    ),
+    "anthropic-nested-text": (
+        _anthropic_call("toolu_1"),
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": BIG}],
+                }
+            ],
+        },
+        "text_blocks",
+    ),
+    "host-block-in-user": (
+        call("toolu_1"),
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_call_id": "toolu_1", "output": BIG}],
+        },
+        "string",
+    ),
+    "tool-role-result-block": (
+        call("toolu_1"),
+        {
+            # No id of its own: pairing reads the block's, and so does the event.
+            "role": "tool",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": BIG}],
+        },
+        "text_blocks",
+    ),
+    "tool-role-text-blocks": (
+        call("toolu_1"),
+        {"role": "tool", "tool_call_id": "toolu_1", "content": [{"type": "text", "text": BIG}]},
+        "text_blocks",  # 5d: the reference's name (main said "blocks")
+    ),
+    "function-role": (
+        call("toolu_1"),
+        {"role": "function", "name": "read", "tool_call_id": "toolu_1", "content": BIG},
+        "string",
+    ),
+}
+
+
+def _result_text(message: Msg) -> str:
+    """Every text the message carries as a result, as stored or sent."""
+    parts: list[str] = []
+
+    def walk(content: Any) -> None:
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict):
+                    if isinstance(block.get("text"), str):
+                        parts.append(block["text"])
+                    walk(block.get("content"))
+                    walk(block.get("output"))
+
+    walk(message.get("content"))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("shape", sorted(RESULT_SHAPES))
+async def test_every_result_shape_is_capped_once_at_ingress_with_the_event(shape: str) -> None:
+    from amplifier_core import HookRegistry, HookResult
+
+    seen: list[dict[str, Any]] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        seen.append(data)
+        return HookResult(action="continue")
+
+    hooks = HookRegistry()
+    hooks.register("context:tool_result_ingress_truncated", record, name="ingress")
+    call_message, result_message, kind = RESULT_SHAPES[shape]
+    manager = SimpleContextManager(hooks=hooks)
+    for message in (prompt("read the table"), call_message, result_message):
+        await manager.add_message(message)
+    stored = _result_text(manager.messages[-1])
+    # Main: stored and sent whole at 1 MB, no event.
+    assert len(stored.encode()) <= CAP
+    assert "original_text_utf8_bytes=1048576" in stored
+    assert len(seen) == 1
+    assert seen[0]["content_kind"] == kind
+    assert seen[0]["tool_call_id"] == "toolu_1"
+    assert seen[0]["original_text_utf8_bytes"] == MEGABYTE
+    assert seen[0]["stored_text_utf8_bytes"] <= CAP
+    # On a 200k budget the capped result goes out as a plain tool message's would: whole.
+    view = await manager.get_messages_for_request(token_budget=200_000)
+    assert check_view(view, history=manager.messages) == []
+    assert len(_result_text(view[-1])) > 100_000
+    # Admitted again (a resume), nothing is clipped twice.
+    await manager.set_messages(list(manager.messages))
+    assert len(seen) == 1

@@ -85,6 +85,14 @@ def is_human(m: Mapping[str, Any]) -> bool:
         m.get("role") == "user"
         and not meta.get("ephemeral")
         and meta.get("source") not in NON_HUMAN_SOURCES
+        and not is_result(m)
+    )
+
+
+def is_result(m: Mapping[str, Any]) -> bool:
+    """A tool result in any shape the generator stores (tool/function role, result blocks)."""
+    return m.get("role") in ("tool", "function") or any(
+        b.get("type") == "tool_result" for b in blocks(m)
     )
 
 
@@ -215,6 +223,26 @@ def _result_content(kind: str, marker: str, tokens: int) -> Any:
     return [{"type": "text", "text": text}, extra]
 
 
+RESULT_SHAPES = ("tool", "tool", "tool", "anthropic_user", "host_user", "tool_block")
+"""How a result is stored: mostly as a host tool message, else in the other shapes pairing
+reads (a ``function`` result is left out: the view sends its role as stored, which the
+provider oracle does not read as a result)."""
+
+
+def _result_message(shape: str, cid: str, name: str, content: Any) -> Msg:
+    if shape == "anthropic_user":
+        block: Msg = {"type": "tool_result", "tool_use_id": cid, "content": content}
+        return {"role": "user", "content": [block]}
+    if shape == "host_user":
+        output = content if isinstance(content, str) else json.dumps(content)
+        block = {"type": "tool_result", "tool_call_id": cid, "output": output}
+        return {"role": "user", "content": [block]}
+    if shape == "tool_block":
+        block = {"type": "tool_result", "tool_use_id": cid, "content": content}
+        return {"role": "tool", "tool_call_id": cid, "name": name, "content": [block]}
+    return {"role": "tool", "tool_call_id": cid, "name": name, "content": content}
+
+
 def _prompt(turn: int, kind: str) -> Msg:
     text = f"H{turn}: please do task number {turn} and report back."
     if kind == "text":
@@ -265,11 +293,14 @@ def sessions(draw: st.DrawFn) -> Session:
                 kind = draw(
                     st.sampled_from(["text", "text", "text", "image_url", "image", "unknown"])
                 )
-                tokens = draw(st.integers(2_000, 30_000))
+                # Now and then above the ingress cap (128 KiB), which admission clips.
+                if draw(st.integers(0, 9)) == 9:
+                    tokens = draw(st.integers(40_000, 60_000))
+                else:
+                    tokens = draw(st.integers(2_000, 30_000))
+                shape = draw(st.sampled_from(RESULT_SHAPES))
                 content = _result_content(kind, f"R{next(results)}|", tokens)
-                messages.append(
-                    {"role": "tool", "tool_call_id": cid, "name": name, "content": content}
-                )
+                messages.append(_result_message(shape, cid, name, content))
             if draw(st.integers(0, 9)) == 9:  # shrinks towards "no reminder"
                 messages.append(
                     {
@@ -437,7 +468,7 @@ def _after_tool(msgs: Sequence[Msg], i: int, *, calls: bool = False) -> bool:
     j = i - 1
     while j >= 0 and msgs[j].get("role") == "user" and not is_human(msgs[j]):
         j -= 1
-    return j >= 0 and (msgs[j].get("role") == "tool" or (calls and has_calls(msgs[j])))
+    return j >= 0 and (is_result(msgs[j]) or (calls and has_calls(msgs[j])))
 
 
 def _prompt_key(message: Msg) -> str:
@@ -477,11 +508,13 @@ def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
 def protected_violations(request: Request) -> list[str]:
     if request.relaxed:
         return []
-    results = [m for m in request.history if m.get("role") == "tool"]
+    results = [m for m in request.history if is_result(m)]
     problems: list[str] = []
     view_results = [m for m in request.view if m.get("role") == "tool"]
     for result in results[-PROTECTED_TOOL_RESULTS:]:
         segments = texts(result)
+        if result.get("role") != "tool" or not segments:
+            continue  # a result in a foreign shape: its text is not where this looks
         marker = segments[0].split("|", 1)[0] + "|"
         found = next((m for m in view_results if texts(m) and texts(m)[0].startswith(marker)), None)
         if found is None:
