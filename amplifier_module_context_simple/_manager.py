@@ -71,6 +71,7 @@ class SimpleContextManager:
         self.hooks = hooks
         self.messages: list[dict[str, Any]] = []
         self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
+        self._index.on_rewrite = self._history_rewritten
         self._state = SessionState()
         self._planner = Planner(config, self._index)
         self._pipeline = Pipeline(self, self._planner, self._state)
@@ -112,6 +113,14 @@ class SimpleContextManager:
         """Empty the history and forget everything derived from it."""
         self.messages = []
         self._reset_derived()
+
+    def _history_rewritten(self, position: int) -> None:
+        """``self.messages`` was reassigned with a history that differs from ``position`` on.
+
+        Runs inside the request's synchronous scope step, before its plan reads the decisions.
+        """
+        state = self._state
+        state.decisions = state.decisions.before(position)
 
     def _reset_derived(self) -> None:
         self._index.reset()

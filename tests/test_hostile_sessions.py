@@ -329,3 +329,120 @@ async def test_every_result_shape_is_capped_once_at_ingress_with_the_event(shape
     # Admitted again (a resume), nothing is clipped twice.
     await manager.set_messages(list(manager.messages))
     assert len(seen) == 1
+
+
+# --- 3: sticky decisions describe the history they are applied to ----------------------------
+
+
+def thinking_call(call_id: str) -> Msg:
+    message = call(call_id)
+    message["content"].insert(
+        0, {"type": "thinking", "thinking": f"plan {call_id}", "signature": f"sig-{call_id}"}
+    )
+    return message
+
+
+def _compacted_session() -> list[Msg]:
+    messages = [prompt("first task")]
+    for i in range(6):
+        messages += [thinking_call(f"c{i}"), result(f"c{i}", text(2_500))]
+    return [*messages, answer("done"), prompt("now the second task"), thinking_call("d0")]
+
+
+def _sent_as_history(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
+    """Messages the view sends shortened although the history message there is no result."""
+    problems: list[str] = []
+    for m in view:
+        if (m.get("_truncated") or m.get("_stubbed")) and m.get("role") != "tool":
+            problems.append(f"a {m.get('role')} message sent as {str(m.get('content'))[:40]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("edit", ["insert", "delete"])
+async def test_decisions_follow_their_messages_when_the_history_is_reassigned(edit: str) -> None:
+    manager = await manager_with(_compacted_session())
+    await fitted(manager, 12_000)
+    assert manager.decisions.truncated or manager.decisions.removed
+    # The subclass re-reads its store: fresh dicts, one message more (or less) mid-history.
+    fresh = [dict(m) for m in manager.messages]
+    if edit == "insert":
+        fresh.insert(3, reminder("the file watcher saw src/app.py change"))
+    else:
+        del fresh[3]
+    manager.messages = fresh
+    view = await manager.get_messages_for_request(token_budget=12_000)
+    # Main: the decisions were applied to the shifted list - a thinking round went out as
+    # "[truncated: ...]" text, a hook reminder as a shortened result.
+    assert _sent_as_history(view, manager.messages) == []
+    assert check_view(view, history=manager.messages) == []
+    assert tokens_of(view) <= 12_000
+
+
+async def test_a_message_replaced_in_place_is_sent_as_it_is_now() -> None:
+    manager = await manager_with([prompt("first task"), answer("old answer"), prompt("next")])
+    await manager.get_messages_for_request(token_budget=12_000)
+    manager.messages[1] = answer("the corrected answer")
+    view = await manager.get_messages_for_request(token_budget=12_000)
+    # Main: the view still sent "old answer" (only the list's ends were looked at).
+    assert [m["content"] for m in view] == ["first task", "the corrected answer", "next"]
+
+
+async def test_after_a_rewrite_only_the_unchanged_part_keeps_its_decisions() -> None:
+    manager = await manager_with(_compacted_session())
+    await fitted(manager, 12_000)
+    old = manager.decisions
+    assert any(p >= 3 for p in (*old.removed, *old.truncated))
+    fresh = [dict(m) for m in manager.messages]
+    fresh.insert(3, reminder("the file watcher saw src/app.py change"))
+    manager.messages = fresh
+    # A budget that needs no escalation: what is in force is what the rewrite left.
+    view = await manager.get_messages_for_request(token_budget=1_000_000)
+    new = manager.decisions
+    assert new.removed == {p for p in old.removed if p < 3}
+    assert dict(new.truncated) == {p: n for p, n in old.truncated.items() if p < 3}
+    assert new.relaxed <= {p for p in old.relaxed if p < 3}
+    assert (new.level, new.escalations) == (old.level, old.escalations)
+    assert all(m in view for m in fresh[3:]), "every message from the change on is sent whole"
+
+
+async def test_a_shortened_result_replaced_in_place_is_sent_whole() -> None:
+    manager = await manager_with(_compacted_session())
+    await fitted(manager, 12_000)
+    position = min(manager.decisions.truncated)
+    replaced = result(manager.messages[position]["tool_call_id"], "the re-run's short output")
+    manager.messages[position] = replaced
+    view = await manager.get_messages_for_request(token_budget=1_000_000)
+    assert replaced in view
+    assert position not in manager.decisions.truncated
+
+
+async def test_a_message_taken_off_the_same_list_is_not_sent() -> None:
+    manager = await manager_with([prompt("first task"), answer("an answer"), prompt("next")])
+    await manager.get_messages_for_request(token_budget=12_000)
+    manager.messages.pop()
+    view = await manager.get_messages_for_request(token_budget=12_000)
+    assert [m["content"] for m in view] == ["first task", "an answer"]
+
+
+def test_decisions_before_a_position_keep_only_what_lies_before_it() -> None:
+    from types import MappingProxyType
+
+    from amplifier_module_context_simple._decisions import Decisions
+
+    decisions = Decisions(
+        removed=frozenset({1, 4}),
+        truncated=MappingProxyType({2: 10, 5: 20}),
+        stubbed=MappingProxyType({3: 30, 6: 40}),
+        level=5,
+        escalations=2,
+        relaxed=frozenset({2, 4}),
+    )
+    assert decisions.before(4) == Decisions(
+        removed=frozenset({1}),
+        truncated=MappingProxyType({2: 10}),
+        stubbed=MappingProxyType({3: 30}),
+        level=5,
+        escalations=2,
+        relaxed=frozenset({2}),
+    )
+    assert decisions.before(7) is decisions  # nothing at or after 7: the same object

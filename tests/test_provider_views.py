@@ -148,6 +148,10 @@ class Session:
         self.thinking = thinking
         """``none``, ``every`` (every assistant message) or ``first`` (a turn's first round)."""
         self.id_scheme = id_scheme
+        self.rewrite: tuple[str, float, float] | None = None
+        """(``insert``/``delete``/``replace``, where in the history, at which request (a share
+        of the session)): before that request ``manager.messages`` is reassigned with fresh
+        dicts, one message inserted, deleted or replaced there."""
 
     @property
     def token_budget(self) -> int:
@@ -345,7 +349,15 @@ def sessions(draw: st.DrawFn) -> Session:
                     {"type": "text", "text": f"Task {turn} is done."},
                 ]
             messages.append(answer)
-    return Session(messages, window, max_output, draw(st.booleans()), thinking, scheme)
+    session = Session(messages, window, max_output, draw(st.booleans()), thinking, scheme)
+    if draw(st.integers(0, 3)) == 3:
+        # A subclass that re-reads its store finds it changed mid-history (issue 21 §3).
+        session.rewrite = (
+            draw(st.sampled_from(["insert", "delete", "replace"])),
+            draw(st.floats(0.05, 0.6)),
+            draw(st.floats(0.5, 1.0)),
+        )
+    return session
 
 
 # --- driving a session like an orchestrator -------------------------------------------------
@@ -400,8 +412,12 @@ async def _drive(session: Session) -> Run:
     manager = SimpleContextManager(hooks=hooks)
     provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
     run = Run(session)
+    rewrite_at = None if session.rewrite is None else session.rewrite[2] * len(session.messages)
     for position, message in enumerate(session.messages):
         if message["role"] == "assistant":
+            if session.rewrite is not None and rewrite_at is not None and position >= rewrite_at:
+                manager.messages = _rewritten(manager.messages, *session.rewrite[:2])
+                rewrite_at = None
             before = copy.deepcopy(await manager.get_messages())
             if provider is not None:
                 view = await manager.get_messages_for_request(provider=provider)
@@ -431,6 +447,26 @@ async def _drive(session: Session) -> Run:
             run.refused.append(f"message {position} refused: {type(exc).__name__}: {exc}"[:300])
             break
     return run
+
+
+def _rewritten(messages: list[Msg], kind: str, where: float) -> list[Msg]:
+    """Fresh dicts, as a store re-read gives them, with one message changed at ``where``."""
+    fresh = copy.deepcopy(messages)
+    if len(fresh) < 3:
+        return fresh
+    at = max(1, min(len(fresh) - 2, int(where * len(fresh))))
+    note: Msg = {
+        "role": "user",
+        "content": "<system-reminder>the file watcher saw a change</system-reminder>",
+        "metadata": {"source": "hook"},
+    }
+    if kind == "insert":
+        fresh.insert(at, note)
+    elif kind == "delete" and fresh[at].get("role") == "user" and not is_result(fresh[at]):
+        del fresh[at]  # a prompt or reminder: deleting a call or result would orphan the other
+    elif kind == "replace" and fresh[at].get("role") == "assistant" and not has_calls(fresh[at]):
+        fresh[at] = {"role": "assistant", "content": "An answer, edited in the store."}
+    return fresh
 
 
 def drive(session: Session) -> Run:
@@ -642,6 +678,26 @@ def test_views_fit_the_effective_budget_when_the_floor_does(session: Session) ->
 def test_protected_results_are_whole_unless_relaxation_was_reported(session: Session) -> None:
     run = drive(session)
     assert_every_request(run, session, protected_violations)
+
+
+@PROPERTY_SETTINGS
+@given(sessions())
+def test_decisions_land_on_the_messages_they_were_made_for(session: Session) -> None:
+    """Only a result is sent shortened, only a user message no person typed as a stub, and
+    every message the view sends whole is one of the history's (a rewritten history
+    included: decisions made for a shifted list must not be applied to it)."""
+    run = drive(session)
+
+    def check(r: Request) -> list[str]:
+        problems: list[str] = []
+        for m in r.view:
+            if m.get("_truncated") and not is_result(m):
+                problems.append(f"a {m.get('role')} message sent as a shortened result")
+            if m.get("_stubbed") and (m.get("role") != "user" or is_human(m) or is_result(m)):
+                problems.append(f"a {m.get('role')} message sent as a stub")
+        return problems
+
+    assert_every_request(run, session, check)
 
 
 @PROPERTY_SETTINGS
