@@ -7,8 +7,10 @@ view must be instead: within the budget whenever the floor fits, and valid for `
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -446,3 +448,113 @@ def test_decisions_before_a_position_keep_only_what_lies_before_it() -> None:
         relaxed=frozenset({2}),
     )
     assert decisions.before(7) is decisions  # nothing at or after 7: the same object
+
+
+# --- 4: check_view accepts the views the module itself deliberately builds -------------------
+
+
+async def test_check_view_accepts_an_idless_call_answered_by_an_idless_result_block() -> None:
+    manager = await manager_with(
+        [
+            prompt("go"),
+            {"role": "assistant", "content": [{"type": "tool_use", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "content": "data"}]},
+            prompt("next"),
+        ]
+    )
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    # The view derives one id for both and keeps the history's order.
+    assert view[1]["content"][0]["id"] == view[2]["content"][0]["tool_call_id"]
+    # Main: "view[3]: a human prompt directly follows a tool result, which it does not in
+    # the history" (the raw id-less result was read as a human prompt).
+    assert check_view(view, history=manager.messages) == []
+
+
+async def test_check_view_still_refuses_a_prompt_moved_after_an_idless_result() -> None:
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "content": "data"}]},
+        {"role": "assistant", "content": "read it"},
+        {"role": "user", "content": "next"},
+    ]
+    manager = await manager_with(history)
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    moved = [m for m in view if m.get("content") != "read it"]
+    assert check_view(view, history=manager.messages) == []
+    assert any("directly follows a tool result" in p for p in check_view(moved, history=history))
+
+
+async def test_check_view_accepts_the_system_prompt_factory_replacing_static_systems() -> None:
+    manager = await manager_with(
+        [
+            {"role": "system", "content": "static rules"},
+            {"role": "system", "content": "from a hook", "metadata": {"source": "hook"}},
+            prompt("go"),
+        ]
+    )
+    await manager.set_system_prompt_factory(lambda: "the factory's rules")
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    assert [m["content"] for m in view] == ["the factory's rules", "from a hook", "go"]
+    # Main: "a system message of the history is missing or changed in the view".
+    assert check_view(view, history=manager.messages) == []
+    # What the factory does not replace is still required: a hook's system message.
+    assert check_view([view[0], view[2]], history=manager.messages) == [
+        "a system message of the history is missing or changed in the view"
+    ]
+    # And without the factory's message a static one is required as before.
+    assert check_view(view[1:], history=manager.messages) == [
+        "a system message of the history is missing or changed in the view"
+    ]
+
+
+def test_replay_check_passes_a_session_whose_transcript_holds_a_system_message(
+    tmp_path: Path,
+) -> None:
+    from .cli_runs import run
+    from .test_session_dir import make_session
+
+    directory = make_session(tmp_path / "s")
+    transcript = directory / "transcript.jsonl"
+    system = json.dumps({"role": "system", "content": "You are a build agent."})
+    transcript.write_text(f"{system}\n{transcript.read_text(encoding='utf-8')}", encoding="utf-8")
+    result = run("replay", str(directory), "--check")
+    # Main: exit 4, no view valid (the recorded system prompt replaces the stored one).
+    assert result.exit_code == 0, result.stderr
+
+
+def test_replay_check_passes_a_transcript_with_idless_results(tmp_path: Path) -> None:
+    from .cli_runs import run
+
+    messages = [
+        prompt("go"),
+        {"role": "assistant", "content": [{"type": "tool_use", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "content": "file.txt"}]},
+        prompt("and now?"),
+        answer("Listed."),
+    ]
+    path = tmp_path / "transcript.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+    result = run("replay", str(path), "--check")
+    # Main: exit 4 (the id-less result read as a prompt: "a human prompt directly follows a
+    # tool result, which it does not in the history").
+    assert result.exit_code == 0, result.stderr
+
+
+async def test_check_view_reads_the_active_turn_past_an_idless_result() -> None:
+    def thinking(*blocks: Msg) -> Msg:
+        head = {"type": "thinking", "thinking": "plan", "signature": "sig"}
+        return {"role": "assistant", "content": [head, *blocks]}
+
+    manager = await manager_with(
+        [
+            prompt("go"),
+            thinking({"type": "tool_use", "name": "ls", "input": {}}),
+            {"role": "user", "content": [{"type": "tool_result", "content": "file.txt"}]},
+            thinking({"type": "text", "text": "Listed."}),
+        ]
+    )
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    # The active turn opens with the round after "go", not with the answer after the result
+    # (an id-less result is no prompt).
+    assert check_view(view, history=manager.messages) == []

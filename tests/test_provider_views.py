@@ -148,6 +148,8 @@ class Session:
         self.thinking = thinking
         """``none``, ``every`` (every assistant message) or ``first`` (a turn's first round)."""
         self.id_scheme = id_scheme
+        self.factory: str | None = None
+        """The system prompt factory's text (``None``: no factory)."""
         self.rewrite: tuple[str, float, float] | None = None
         """(``insert``/``delete``/``replace``, where in the history, at which request (a share
         of the session)): before that request ``manager.messages`` is reassigned with fresh
@@ -350,6 +352,9 @@ def sessions(draw: st.DrawFn) -> Session:
                 ]
             messages.append(answer)
     session = Session(messages, window, max_output, draw(st.booleans()), thinking, scheme)
+    if draw(st.booleans()):
+        # The host's system prompt factory: its text replaces the stored static system message.
+        session.factory = "You are a careful coding agent; today's rules: " + "be brief. " * 20
     if draw(st.integers(0, 3)) == 3:
         # A subclass that re-reads its store finds it changed mid-history (issue 21 §3).
         session.rewrite = (
@@ -410,6 +415,9 @@ async def _drive(session: Session) -> Run:
     for name in ("context:compaction", "context:budget"):
         hooks.register(name, record, name=f"provider-views-{name}")
     manager = SimpleContextManager(hooks=hooks)
+    factory_text = session.factory
+    if factory_text is not None:
+        await manager.set_system_prompt_factory(lambda: factory_text)
     provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
     run = Run(session)
     rewrite_at = None if session.rewrite is None else session.rewrite[2] * len(session.messages)
