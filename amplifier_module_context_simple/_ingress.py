@@ -37,7 +37,6 @@ This module only uses the standard library and never mutates its input.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -45,6 +44,7 @@ from typing import Any, Literal
 
 from ._messages import RESULT_BLOCK_TYPES, RESULT_ROLES, block_dict, validate_message
 from ._numbers import is_int
+from ._project import json_text
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
@@ -390,18 +390,10 @@ def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
     return [b for i, b in enumerate(out) if i not in dropped], original, stored
 
 
-def _json_default(value: object) -> object:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return str(value)
-
-
 def _clip_json(content: dict[str, Any] | list[Any], max_bytes: int) -> _Clipped | None:
     # ensure_ascii=False: the model reads characters, so non-ASCII text is measured at its
     # UTF-8 size rather than as six-byte \\u escapes.
-    text = json.dumps(content, ensure_ascii=False, default=_json_default)
-    return _clip_string(text, max_bytes)
+    return _clip_string(json_text(content), max_bytes)
 
 
 def admit(

@@ -106,12 +106,20 @@ def can_truncate(message: Mapping[str, Any], keep_chars: int) -> bool:
 def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int) -> Message:
     """The view's shortened form of a tool result; every other key is kept."""
     marker = TRUNCATION_MARKER.format(tokens=original_tokens)
-    short = marker + text_of(message)[:keep_chars] + "..."
     result_blocks = [b for b in blocks(message) if b.get("type") in RESULT_BLOCK_TYPES]
+    beside: list[Mapping[str, Any]] = []
+    if result_blocks and message.get("role") == "user":
+        # Text beside the results in a user turn is what a person (or a hook) wrote, not
+        # output: it stays, after the results, and only the results are shortened.
+        beside = [b for b in blocks(message) if b.get("type") == "text"]
+        shown = text_of({"content": result_blocks})
+    else:
+        shown = text_of(message)
+    short = marker + shown[:keep_chars] + "..."
     content: object = short
     if result_blocks:
         # Ids answered by blocks must survive the shortening, or their calls lose a result.
-        content = [_short_result(b, short) for b in result_blocks]
+        content = [*(_short_result(b, short) for b in result_blocks), *beside]
         if message.get("role") == "tool" and message.get("tool_call_id"):
             content = [{"type": "text", "text": short}, *content]
     return {

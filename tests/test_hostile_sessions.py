@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -558,3 +559,103 @@ async def test_check_view_reads_the_active_turn_past_an_idless_result() -> None:
     # The active turn opens with the round after "go", not with the answer after the result
     # (an id-less result is no prompt).
     assert check_view(view, history=manager.messages) == []
+
+
+# --- 5: smaller failures -------------------------------------------------------------------
+
+
+def nested(depth: int, kind: str) -> Any:
+    value: Any = {"leaf": "the value a tool returned"}
+    for level in range(depth):
+        as_dict = kind == "dicts" or (kind == "mixed" and level % 2)
+        value = {"a": value} if as_dict else [value]
+    return value
+
+
+@pytest.mark.parametrize("kind", ["dicts", "lists", "mixed"])
+async def test_data_nested_1500_levels_deep_is_admitted_and_sent(kind: str) -> None:
+    from amplifier_core.message_models import Message
+
+    manager = await manager_with([prompt("go"), call("c1")])
+    # A JSON-list tool result holding it (main: add_message raised RecursionError) ...
+    await manager.add_message(result("c1", "x") | {"content": [nested(1_500, kind)]})
+    # ... and an unknown block holding it (main: every request raised RecursionError).
+    block = {"type": "x-data", "value": nested(1_500, kind)}
+    await manager.add_message(
+        {"role": "user", "content": [{"type": "text", "text": "and this"}, block]}
+    )
+    view = await manager.get_messages_for_request(token_budget=100_000)
+    assert check_view(view, history=manager.messages) == []
+    for message in view:
+        Message(**message)
+    sent = json.dumps(view[-1]["content"])
+    assert "nested deeper than" in sent
+
+
+@pytest.mark.parametrize(
+    "original", ["functions.read:0", "call 1", "toolu_" + "x" * 70, "tool/ü-1", "a" * 65]
+)
+async def test_malformed_or_long_call_ids_get_a_derived_id(original: str) -> None:
+    from .provider_rules import provider_violations
+
+    manager = await manager_with(
+        [prompt("go"), call(original), result(original, "data"), answer("done"), prompt("next")]
+    )
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    sent = view[1]["tool_calls"][0]["id"]
+    # Main: sent verbatim (Anthropic wants ^[a-zA-Z0-9_-]+$, OpenAI at most 64, chat 40).
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", sent), sent
+    assert view[1]["content"][0]["id"] == view[2]["tool_call_id"] == sent
+    assert check_view(view, history=manager.messages) == []
+    assert provider_violations(view, history=manager.messages) == []
+    assert any(r.startswith("id-renamed") for r in manager.view_repairs)
+
+
+@pytest.mark.parametrize("long_ok", ["fc_" + "A1" * 30, "b" * 64])
+async def test_well_formed_ids_are_sent_as_they_are(long_ok: str) -> None:
+    # Up to 64 characters: within the Responses API's limit, and the prefix cache's bytes.
+    manager = await manager_with([prompt("go"), call(long_ok), result(long_ok, "data")])
+    view = await manager.get_messages_for_request(token_budget=10_000)
+    assert view[1]["tool_calls"][0]["id"] == long_ok
+
+
+async def test_a_shortened_result_message_keeps_the_text_beside_its_results() -> None:
+    typed = "and please also fix the README while you are at it"
+    messages = [
+        prompt("first task"),
+        _anthropic_call("toolu_1"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": text(6_000)},
+                {"type": "text", "text": typed},
+            ],
+        },
+    ]
+    for i in range(6):
+        messages += [call(f"c{i}"), result(f"c{i}", text(1_500))]
+    # A target the first rung reaches by shortening the oldest result, that message.
+    manager = await manager_with([*messages, answer("done"), prompt("next")], target_usage=0.75)
+    view = await fitted(manager, 26_000)
+    [shortened] = [m for m in view if m.get("_truncated") and m["role"] == "user"]
+    # Main: the text was lost (only the result blocks were kept).
+    assert {"type": "text", "text": typed} in shortened["content"]
+    assert shortened["content"][0]["type"] == "tool_result"  # results first, text after
+
+
+@pytest.mark.parametrize("measurement", ["90 tokens", 90, ["provider_count", 90], True])
+async def test_a_measurement_that_is_not_a_mapping_is_unavailable(measurement: Any) -> None:
+    from .test_measured_path import Ref, call, measured
+
+    manager, _ = await measured(max_tokens=12_000)
+
+    class OddCount(Ref):
+        async def count_view(self, view: list[Msg]) -> Msg:
+            envelope = await super().count_view(view)
+            envelope["budget_decision"]["measurement"] = measurement
+            return envelope
+
+    # Main: TypeError ("'measurement' must be a mapping or None"), as the reference does not.
+    result = await call(manager, OddCount(manager))
+    assert result["outcome"] == "measurement_unavailable"
+    assert await result["transaction"].commit() is True
