@@ -204,3 +204,21 @@ def test_an_unknown_block_is_sent_as_json_up_to_the_cap_exactly(slack: int) -> N
         assert kinds == ("block-json",) and json.loads(text) == block
     else:
         assert kinds == ("block-placeholder",) and text.startswith("[x-trace block not shown")
+
+
+# --- what mending restored (the ladder's removal) ---------------------------------------------
+
+
+@pytest.mark.parametrize("round_shown", [True, False])
+def test_a_restored_message_is_removable_once_its_round_is_gone(round_shown: bool) -> None:
+    from amplifier_module_context_simple._ladder import _remove  # pyright: ignore[reportPrivateUsage]
+
+    # H0, c1, T1, A (restored by mending: it keeps H1 out of c1's round), H1.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = plan_for(messages, set())
+    plan.restored[3] = 1
+    protected = {0, 4} | ({1, 2} if round_shown else set())
+    _remove(plan, frozenset(protected), 0, 250)
+    # While the round is shown, removing A would only undo the mending; once it is gone too,
+    # A is history like any other.
+    assert (3 in plan.removed) is not round_shown
