@@ -61,9 +61,6 @@ class Facts:
     """The estimate of ``sent``: what is charged is what is sent."""
 
 
-_MESSAGE = operator.attrgetter("message")
-
-
 class HistoryIndex:
     """Facts for every message of a history, kept in step with it incrementally.
 
@@ -79,6 +76,9 @@ class HistoryIndex:
         """Largest unknown block sent as JSON text (the ingress cap)."""
         self._family: str | None = None
         self.facts: list[Facts] = []
+        self._objects: list[Mapping[str, Any]] = []
+        """``facts[i].message`` for every ``i``, as a plain list: the identity scan of a
+        request compares it with the history at C speed."""
         self.generation = 0
         """Bumped whenever an already-indexed position changes (caches keyed on it drop)."""
         self._indexed_list: Sequence[Mapping[str, Any]] | None = None
@@ -99,6 +99,7 @@ class HistoryIndex:
 
     def reset(self) -> None:
         self.facts = []
+        self._objects = []
         self.generation += 1
         self._reset_positions()
 
@@ -140,9 +141,7 @@ class HistoryIndex:
         and by value where the objects differ.
         """
         facts = self.facts
-        if messages is self._indexed_list and all(
-            map(operator.is_, map(_MESSAGE, facts), messages)
-        ):
+        if messages is self._indexed_list and all(map(operator.is_, self._objects, messages)):
             return None if len(facts) <= len(messages) else len(messages)
         for position, (fact, message) in enumerate(zip(facts, messages, strict=False)):
             if fact.message is message:
@@ -153,12 +152,13 @@ class HistoryIndex:
                 return position
             if fact.sent is fact.message:
                 fact.sent = message  # unchanged by projection: send the list's own object
-            fact.message = message
+            fact.message = self._objects[position] = message
         return None if len(facts) <= len(messages) else len(messages)
 
     def _append(self, fact: Facts) -> None:
         index = len(self.facts)
         self.facts.append(fact)
+        self._objects.append(fact.message)
         late = self.pairing.late_answers
         self.pairing.add(fact.calls, fact.results)
         if self.pairing.late_answers != late:
