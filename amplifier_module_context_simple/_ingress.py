@@ -32,7 +32,7 @@ The marker comes straight after the prefix with no separator: it is self-delimit
 (square brackets), and leaving the separator out keeps the stored size exactly at the cap
 for ASCII text and keeps ``MIN_TOOL_RESULT_BYTES`` a true lower bound (see below).
 
-This module only uses the standard library and never mutates its input.
+It never mutates its input.
 """
 
 from __future__ import annotations
