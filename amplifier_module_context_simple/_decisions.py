@@ -55,6 +55,26 @@ class Decisions:
             relaxed=self.relaxed - positions,
         )
 
+    def before(self, position: int) -> Decisions:
+        """The decisions about the messages before ``position`` only.
+
+        When a history is rewritten from ``position`` on (a subclass re-read a store that
+        changed mid-history), what was decided about the old messages there must not be
+        applied to whatever sits at those positions now. The unchanged part keeps its
+        decisions: to them, the new messages are what ordinary growth appends, and an
+        escalation decides about them afresh.
+        """
+        if all(p < position for p in (*self.removed, *self.truncated, *self.stubbed)):
+            return self
+        return Decisions(
+            removed=frozenset(p for p in self.removed if p < position),
+            truncated=MappingProxyType({k: v for k, v in self.truncated.items() if k < position}),
+            stubbed=MappingProxyType({k: v for k, v in self.stubbed.items() if k < position}),
+            level=self.level,
+            escalations=self.escalations,
+            relaxed=frozenset(p for p in self.relaxed if p < position),
+        )
+
     @property
     def protection_relaxed(self) -> bool:
         """Whether a fit pass shortened or removed protected content that is still out."""

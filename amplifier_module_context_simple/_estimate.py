@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._images import image_from_url, image_size, image_tokens
-from ._messages import COUNTED_CALL_BLOCK_TYPES, IMAGE_BLOCK_TYPES, TEXT_BLOCK_TYPES
+from ._messages import COUNTED_CALL_BLOCK_TYPES, IMAGE_BLOCK_TYPES, MAX_DEPTH, TEXT_BLOCK_TYPES
 
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
@@ -126,7 +126,6 @@ def _features(text: str) -> tuple[int, ...]:
     )
 
 
-_MAX_DEPTH = 32  # hostile nesting: deeper values are ignored rather than overflow the stack
 # Keys of unknown blocks that carry no billed text: identifiers, signatures, opaque state.
 _OPAQUE_KEYS = frozenset(
     ("type", "id", "call_id", "tool_call_id", "tool_use_id", "signature", "encrypted_content",
@@ -162,7 +161,7 @@ def _content(value: Any, tally: _Tally, depth: int) -> None:
         tally.texts.append(value)
     elif value is None or isinstance(value, bool):
         return
-    elif depth > _MAX_DEPTH:
+    elif depth > MAX_DEPTH:
         _deep_texts(value, tally)
     elif isinstance(value, Mapping):
         _block(value, tally, depth + 1)

@@ -18,6 +18,7 @@ __all__ = [
     "HistoryIndex",
 ]
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,9 +76,14 @@ class HistoryIndex:
         """Largest unknown block sent as JSON text (the ingress cap)."""
         self._family: str | None = None
         self.facts: list[Facts] = []
+        self._objects: list[Mapping[str, Any]] = []
+        """``facts[i].message`` for every ``i``, as a plain list: the identity scan of a
+        request compares it with the history at C speed."""
         self.generation = 0
         """Bumped whenever an already-indexed position changes (caches keyed on it drop)."""
         self._indexed_list: Sequence[Mapping[str, Any]] | None = None
+        self.on_rewrite: Callable[[int], None] | None = None
+        """Told the first position a sync found rewritten (the index has been rebuilt)."""
         self._reset_positions()
 
     def _reset_positions(self) -> None:
@@ -93,6 +99,7 @@ class HistoryIndex:
 
     def reset(self) -> None:
         self.facts = []
+        self._objects = []
         self.generation += 1
         self._reset_positions()
 
@@ -110,46 +117,48 @@ class HistoryIndex:
             self._family = family
             self.reset()
         facts = self.facts
-        if not self._still_indexed(messages):
-            # Something already indexed changed: rebuild (the persistent subclass does this
-            # on every request by handing us freshly parsed dicts).
+        changed = self._first_change(messages)
+        if changed is not None:
+            # Something already indexed changed: rebuild, and tell the decisions from where
+            # on they describe messages that are no longer there.
             self.reset()
             facts = self.facts
         for message in messages[len(facts) :]:
             self._append(self._facts_for(message, len(self.facts)))
         self._indexed_list = messages
+        if changed is not None and self.on_rewrite is not None:
+            self.on_rewrite(changed)
         return facts
 
-    def _still_indexed(self, messages: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether every indexed position still holds the message it was indexed from.
+    def _first_change(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
+        """The first indexed position that no longer holds the message it was indexed from
+        (``None``: every one still does).
 
-        Our own history only grows by appending to the same list, so for that list checking
-        the ends is enough and keeps a request O(new messages). Any other list (a subclass
-        that re-reads its file, ``set_messages``) is compared position by position, by
-        identity first and by value where the objects differ.
+        Our own history only grows by appending to the same list: for that list a scan by
+        identity (at C speed) is enough, and keeps a request O(new messages) in Python work.
+        Any other list (a subclass that re-reads its file, ``set_messages``), or the same list
+        with a message replaced in place, is compared position by position, by identity first
+        and by value where the objects differ.
         """
         facts = self.facts
-        if len(facts) > len(messages):
-            return False
-        if not facts:
-            return True
-        if messages is self._indexed_list:
-            return facts[0].message is messages[0] and facts[-1].message is messages[len(facts) - 1]
-        for fact, message in zip(facts, messages, strict=False):
+        if messages is self._indexed_list and all(map(operator.is_, self._objects, messages)):
+            return None if len(facts) <= len(messages) else len(messages)
+        for position, (fact, message) in enumerate(zip(facts, messages, strict=False)):
             if fact.message is message:
                 continue
             # A re-read copy of the same message keeps its facts (equality is a C-level
             # comparison, far cheaper than estimating again); anything else is a rewrite.
             if fact.message != message:
-                return False
+                return position
             if fact.sent is fact.message:
                 fact.sent = message  # unchanged by projection: send the list's own object
-            fact.message = message
-        return True
+            fact.message = self._objects[position] = message
+        return None if len(facts) <= len(messages) else len(messages)
 
     def _append(self, fact: Facts) -> None:
         index = len(self.facts)
         self.facts.append(fact)
+        self._objects.append(fact.message)
         late = self.pairing.late_answers
         self.pairing.add(fact.calls, fact.results)
         if self.pairing.late_answers != late:

@@ -5,11 +5,13 @@ calls without a usable id (an int, ``""``, none at all). Providers refuse both: 
 wants every ``tool_use`` id unique in a request, OpenAI every ``call_id``. So the view
 renames, and the history keeps what was admitted.
 
-A call whose id an earlier call already used gets a derived id; a call without a string id
-gets one made up. Either is derived only from the call's position in the history and from
-the ids before it, so a request sees the same ids as the one before (the provider's prefix
-cache survives) and a later message can never change an earlier id. A result follows the
-call it answers: the newest earlier call that declared its original id, as in pairing.
+A call whose id an earlier call already used gets a derived id, and so does one whose id a
+provider would refuse (characters outside ``SAFE_ID``, longer than ``LONG_ID_LIMIT``); a call
+without a string id gets one made up. Each is derived only from the call's position in the
+history and from the ids before it, so a request sees the same ids as the one before (the
+provider's prefix cache survives) and a later message can never change an earlier id. A result
+follows the call it answers: the newest earlier call that declared its original id, as in
+pairing.
 
 :class:`IdAssigner` is fed the history in order, one message at a time, like the pairing.
 """
@@ -27,6 +29,7 @@ __all__ = [
     "raw_call_ids",
     "raw_result_ids",
     "usable",
+    "well_formed",
 ]
 
 import re
@@ -53,6 +56,14 @@ UNPAIRED = "\x00unpaired"
 
 def usable(value: object) -> bool:
     return isinstance(value, str) and bool(value)
+
+
+def well_formed(value: str) -> bool:
+    """An id every provider takes as it is: ``SAFE_ID`` characters, ``LONG_ID_LIMIT`` at most."""
+    return len(value) <= LONG_ID_LIMIT and SAFE_ID.fullmatch(value) is not None
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 _NO_MAP: Mapping[str, str] = MappingProxyType({})
@@ -170,7 +181,13 @@ class IdAssigner:
         for value in (*listed, *in_blocks):
             if not isinstance(value, str) or not value or value in mapping:
                 continue
-            view = self._fresh(value, position) if value in self._used else value
+            if value in self._used:
+                view = self._fresh(value, position)
+            elif not well_formed(value):
+                # Providers refuse it as it is: a derived id, as short as any endpoint wants.
+                view = self._fresh(_UNSAFE.sub("_", value)[:SHORT_ID_LIMIT], position)
+            else:
+                view = value
             self._used.add(value)
             mapping[value] = view
             order.append(view)

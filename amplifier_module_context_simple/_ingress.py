@@ -1,18 +1,24 @@
 """Ingress cap for tool-result text.
 
-A tool message is checked once, before it is admitted to the history. If its text is
+A tool result is checked once, before it is admitted to the history. If its text is
 larger than the configured number of UTF-8 bytes, the stored copy keeps a prefix that
 ends on a character boundary, followed by one bracketed marker that tells the model how
 large the original was and how to get the rest. The dropped text is not kept anywhere.
 
-What counts as "text":
+What is a tool result: whatever pairing reads as one. A ``tool`` or ``function`` message is
+one result, whatever its content holds; in a user message each ``tool_result`` block is one
+result (its ``output`` or ``content`` payload), capped on its own as the tool message it stands
+for would be. Each clipped result is reported by one ``context:tool_result_ingress_truncated``.
 
-* string content: the string itself;
-* a list of content blocks: only the ``text`` of direct ``{"type": "text", "text": str}``
-  dicts and of the host's typed ``TextBlock`` objects (anything with ``model_dump()``,
-  ``type == "text"`` and a string ``text``; a clipped one is stored as a dict). Their bytes
-  share one budget in list order. Image, audio, unknown, nested and other typed blocks are
-  neither measured nor touched;
+What counts as "text" of a result:
+
+* string content (or a string payload): the string itself;
+* a list of content blocks: the ``text`` of direct ``{"type": "text", "text": str}`` dicts
+  and of the host's typed ``TextBlock`` objects (anything with ``model_dump()``,
+  ``type == "text"`` and a string ``text``; a clipped one is stored as a dict), and the
+  payload of a ``tool_result`` block among them (a string, or such text blocks). Their bytes
+  share one budget in list order. Image, audio, unknown and other typed blocks are neither
+  measured nor touched;
 * any other JSON-shaped content (a dict such as a serialised ``ToolResult``, or a list that
   is not a block list): measured as its ``json.dumps`` text, and only replaced by that
   (clipped) text when it is over the cap.
@@ -26,19 +32,19 @@ The marker comes straight after the prefix with no separator: it is self-delimit
 (square brackets), and leaving the separator out keeps the stored size exactly at the cap
 for ASCII text and keeps ``MIN_TOOL_RESULT_BYTES`` a true lower bound (see below).
 
-This module only uses the standard library and never mutates its input.
+It never mutates its input.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ._messages import validate_message
+from ._messages import RESULT_BLOCK_TYPES, RESULT_ROLES, block_dict, validate_message
 from ._numbers import is_int
+from ._project import json_text
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
@@ -46,6 +52,7 @@ __all__ = [
     "IngressClip",
     "admit",
     "clip_tool_result",
+    "clip_tool_results",
     "ingress_marker",
     "utf8_byte_length",
 ]
@@ -61,7 +68,7 @@ INGRESS_MARKER_TEMPLATE = (
 # (sys.maxsize is itself 19 digits), so at any cap >= 205 the marker alone always fits.
 MIN_TOOL_RESULT_BYTES = 205
 
-ContentKind = Literal["string", "blocks"]
+ContentKind = Literal["string", "text_blocks"]
 
 # Python's "replace" error handler writes one b"?" per unencodable code point (a lone
 # surrogate), which is what makes byte accounting well defined for ill-formed text.
@@ -99,45 +106,59 @@ class IngressClip:
 def clip_tool_result(
     message: dict[str, Any], max_bytes: int
 ) -> tuple[dict[str, Any], IngressClip | None]:
-    """Apply the ingress cap to one message.
+    """Apply the ingress cap to a message that carries at most one result.
 
-    Returns ``(message, None)`` - the same object - for anything that is not a ``tool``
-    message or whose text fits. Otherwise returns a new message dict (other keys shared
-    with the input) with clipped content, plus an :class:`IngressClip` describing it.
+    Returns ``(message, None)`` - the same object - for anything that carries no tool result
+    or whose text fits. Otherwise returns a new message dict (other keys shared with the
+    input) with clipped content, plus an :class:`IngressClip` describing the (first) clip.
     Raises ``ValueError`` for a cap too small to hold the marker.
     """
+    clipped, clips = clip_tool_results(message, max_bytes)
+    return clipped, clips[0] if clips else None
+
+
+def clip_tool_results(
+    message: dict[str, Any], max_bytes: int
+) -> tuple[dict[str, Any], list[IngressClip]]:
+    """Apply the ingress cap to every tool result ``message`` carries, one clip per result.
+
+    What pairing reads as a result is capped: a ``tool`` or ``function`` message as a whole
+    (whatever its content holds), and each ``tool_result`` block of a user message on its own,
+    as the separate tool message it stands for would be.
+    """
     _check_cap(max_bytes)
-    if message.get("role") != "tool":
-        return message, None
-
+    role = message.get("role")
     content = message.get("content")
-    kind: ContentKind
-    if isinstance(content, str):
-        result = _clip_string(content, max_bytes)
-        kind = "string"
-    elif isinstance(content, list) and _is_block_list(content):
-        result = _clip_blocks(content, max_bytes)
-        kind = "blocks"
-    elif isinstance(content, (dict, list)):
-        result = _clip_json(content, max_bytes)
-        kind = "string"
-    else:
-        # None, numbers and other scalars carry no text worth capping.
-        return message, None
-
-    if result is None:
-        return message, None
-    new_content, original, stored = result
-    clipped = {**message, "content": new_content}
-    clip = IngressClip(
-        tool_name=_optional_str(message.get("name")),
-        tool_call_id=_optional_str(message.get("tool_call_id")),
-        original_text_utf8_bytes=original,
-        stored_text_utf8_bytes=stored,
-        max_tool_result_bytes=max_bytes,
-        content_kind=kind,
-    )
-    return clipped, clip
+    name = _optional_str(message.get("name"))
+    if role in RESULT_ROLES:
+        result = _clip_payload(content, max_bytes)
+        if result is None:
+            return message, []
+        new_content, original, stored, kind = result
+        own = _optional_str(message.get("tool_call_id") or message.get("tool_use_id"))
+        clip = IngressClip(
+            name, own or _first_result_id(content), original, stored, max_bytes, kind
+        )
+        return {**message, "content": new_content}, [clip]
+    if role != "user" or not isinstance(content, list):
+        return message, []
+    new_blocks: list[Any] = list(content)  # pyright: ignore[reportUnknownArgumentType]
+    clips: list[IngressClip] = []
+    for i, block in enumerate(new_blocks):
+        data = _result_data(block)
+        if data is None:
+            continue
+        key = _payload_key(data)
+        result = _clip_payload(data.get(key), max_bytes)
+        if result is None:
+            continue
+        new_payload, original, stored, kind = result
+        new_blocks[i] = {**data, key: new_payload}
+        call_id = _optional_str(data.get("tool_call_id") or data.get("tool_use_id"))
+        clips.append(IngressClip(name, call_id, original, stored, max_bytes, kind))
+    if not clips:
+        return message, []
+    return {**message, "content": new_blocks}, clips
 
 
 # --- internals ---------------------------------------------------------------------------
@@ -178,18 +199,69 @@ def _cut_prefix(encoded: bytes, budget: int) -> str:
     return encoded[:cut].decode("utf-8")
 
 
-def _clip_string(text: str, max_bytes: int) -> _Clipped | None:
-    if _surely_fits(text, max_bytes):
+def _clip_payload(content: object, max_bytes: int) -> tuple[Any, int, int, ContentKind] | None:
+    """Clip one result's payload: (new payload, original bytes, stored bytes, kind)."""
+    result: _Clipped | None
+    kind: ContentKind = "string"
+    if isinstance(content, str):
+        result = _clip_string(content, max_bytes)
+    elif isinstance(content, list) and _is_block_list(content):  # pyright: ignore[reportUnknownArgumentType]
+        result = _clip_blocks(content, max_bytes)  # pyright: ignore[reportUnknownArgumentType]
+        kind = "text_blocks"
+    elif isinstance(content, (dict, list)):
+        result = _clip_json(content, max_bytes)  # pyright: ignore[reportUnknownArgumentType]
+    else:
+        return None  # None, numbers and other scalars carry no text worth capping
+    return None if result is None else (*result, kind)
+
+
+def _clip_texts(texts: list[str], max_bytes: int) -> tuple[list[str | None], int, int] | None:
+    """Clip texts that share one budget in order: each kept, cut (the marker after the cut)
+    or dropped (``None``: past the cut), plus the original and stored byte counts."""
+    total_chars = sum(len(t) for t in texts)
+    if total_chars * 4 <= max_bytes or (
+        total_chars <= max_bytes and all(t.isascii() for t in texts)
+    ):
         return None
-    # One encode serves both the total size (needed for the marker) and the prefix.
-    encoded = text.encode("utf-8", _ENCODE_ERRORS)
-    original = len(encoded)
+    sizes = [utf8_byte_length(t) for t in texts]
+    original = sum(sizes)
     if original <= max_bytes:
         return None
     marker = ingress_marker(original)
-    prefix = _cut_prefix(encoded, max_bytes - len(marker))
-    stored_text = prefix + marker
-    return stored_text, original, utf8_byte_length(stored_text)
+    remaining = max_bytes - len(marker)
+    out: list[str | None] = []
+    stored = 0
+    # The texts' total is over the cap, so one of them is the first that no longer fits.
+    for text, size in zip(texts, sizes, strict=True):
+        if size > remaining:
+            break
+        # Kept whole, but re-encoded if it holds surrogates: the clipped result as a whole
+        # must be valid UTF-8.
+        out.append(text if text.isascii() else text.encode("utf-8", _ENCODE_ERRORS).decode())
+        remaining -= size
+        stored += size
+    if remaining == 0 and out:
+        # The budget ended exactly at a boundary: the marker goes on the last text kept
+        # rather than on an otherwise empty one.
+        out[-1] = f"{out[-1]}{marker}"
+    else:
+        prefix = _cut_prefix(texts[len(out)].encode("utf-8", _ENCODE_ERRORS), remaining)
+        out.append(prefix + marker)
+        stored += utf8_byte_length(prefix)
+    stored += len(marker)
+    # Text past the cut is dropped; an empty text block is invalid upstream.
+    out += [None] * (len(texts) - len(out))
+    return out, original, stored
+
+
+def _clip_string(text: str, max_bytes: int) -> _Clipped | None:
+    if _surely_fits(text, max_bytes):
+        return None
+    result = _clip_texts([text], max_bytes)
+    if result is None:
+        return None
+    (stored_text,), original, stored = result
+    return stored_text, original, stored
 
 
 def _block_text(block: object) -> str | None:
@@ -230,78 +302,105 @@ def _is_block_list(content: list[Any]) -> bool:
     return True
 
 
-def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
-    texts: dict[int, str] = {}
+def _result_data(block: object) -> Mapping[str, Any] | None:
+    data = block_dict(block)
+    return data if data is not None and data.get("type") in RESULT_BLOCK_TYPES else None
+
+
+def _payload_key(data: Mapping[str, Any]) -> str:
+    """Where a result block carries its payload: the host's ``output``, Anthropic's ``content``."""
+    return "output" if "output" in data or "content" not in data else "content"
+
+
+def _first_result_id(content: object) -> str | None:
+    if isinstance(content, list):
+        for block in content:  # pyright: ignore[reportUnknownVariableType]
+            data = _result_data(block)
+            if data is not None:
+                return _optional_str(data.get("tool_call_id") or data.get("tool_use_id"))
+    return None
+
+
+_Slot = tuple[int, int | None, str]
+"""Where a text sits: (block, item of a result block's payload list or None, key)."""
+
+
+def _text_slots(blocks: list[Any]) -> tuple[list[_Slot], list[str]]:
+    """The texts of a block list in order: text blocks, and a result block's payload (a
+    string, or the text blocks of a list), which is the result's text too."""
+    slots: list[_Slot] = []
+    texts: list[str] = []
     for i, block in enumerate(blocks):
         text = _block_text(block)
         if text is not None:
-            texts[i] = text
+            slots.append((i, None, "text"))
+            texts.append(text)
+            continue
+        data = _result_data(block)
+        if data is None:
+            continue  # image, audio, unknown and other typed blocks: not ours to read
+        key = _payload_key(data)
+        payload = data.get(key)
+        if isinstance(payload, str):
+            slots.append((i, None, key))
+            texts.append(payload)
+        elif isinstance(payload, list):
+            for j, item in enumerate(payload):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+                inner = _block_text(item)
+                if inner is not None:
+                    slots.append((i, j, key))
+                    texts.append(inner)
+    return slots, texts
+
+
+def _clip_blocks(blocks: list[Any], max_bytes: int) -> _Clipped | None:
+    slots, texts = _text_slots(blocks)
     if not texts:
         return None
-    total_chars = sum(len(t) for t in texts.values())
-    if total_chars * 4 <= max_bytes or (
-        total_chars <= max_bytes and all(t.isascii() for t in texts.values())
-    ):
+    result = _clip_texts(texts, max_bytes)
+    if result is None:
         return None
-    sizes = {i: utf8_byte_length(t) for i, t in texts.items()}
-    original = sum(sizes.values())
-    if original <= max_bytes:
-        return None
-
-    marker = ingress_marker(original)
-    remaining = max_bytes - len(marker)
-    new_blocks: list[Any] = []
-    stored = 0
-    marker_placed = False
-    last_kept_text_pos: int | None = None
-    for i, block in enumerate(blocks):
-        if i not in texts:
-            new_blocks.append(block)  # untouched: not ours to read or slice
-            continue
-        if marker_placed:
-            continue  # text past the cut is dropped; an empty text block is invalid upstream
-        text = texts[i]
-        if sizes[i] <= remaining:
-            # Kept whole, but re-encode if it holds surrogates: the clipped result as a
-            # whole must be valid UTF-8.
-            safe = text if text.isascii() else text.encode("utf-8", _ENCODE_ERRORS).decode()
-            new_blocks.append(block if safe == text else _with_text(block, safe))
-            remaining -= sizes[i]
-            stored += sizes[i]
-            last_kept_text_pos = len(new_blocks) - 1
-            continue
-        if remaining == 0 and last_kept_text_pos is not None:
-            # The budget ended exactly at a block boundary: the marker goes on the last
-            # text that was kept rather than on an otherwise empty block.
-            prev = new_blocks[last_kept_text_pos]
-            new_blocks[last_kept_text_pos] = _with_text(prev, str(_block_text(prev)) + marker)
+    new_texts, original, stored = result
+    out: list[Any] = list(blocks)
+    dropped: set[int] = set()
+    items: dict[int, dict[int, str | None]] = {}
+    for (i, j, key), old, new in zip(slots, texts, new_texts, strict=True):
+        if j is not None:
+            items.setdefault(i, {})[j] = new
+        elif new == old:
+            continue  # untouched: the same object
+        elif key == "text":
+            if new is None:
+                dropped.add(i)
+            else:
+                out[i] = _with_text(blocks[i], new)
         else:
-            prefix = _cut_prefix(text.encode("utf-8", _ENCODE_ERRORS), remaining)
-            new_blocks.append(_with_text(block, prefix + marker))
-            stored += utf8_byte_length(prefix)
-        stored += len(marker)
-        marker_placed = True
-    return new_blocks, original, stored
-
-
-def _json_default(value: object) -> object:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return str(value)
+            out[i] = {**_result_data(blocks[i]), key: new or ""}  # type: ignore[dict-item]
+    for i, changes in items.items():
+        data = _result_data(blocks[i])
+        assert data is not None  # a slot with an item index is a result block's
+        key = _payload_key(data)
+        kept: list[Any] = []
+        for j, item in enumerate(data[key]):
+            if j not in changes:
+                kept.append(item)  # not a text: untouched
+            elif (new := changes[j]) is not None:
+                kept.append(item if new == _block_text(item) else _with_text(item, new))
+        out[i] = {**data, key: kept}
+    return [b for i, b in enumerate(out) if i not in dropped], original, stored
 
 
 def _clip_json(content: dict[str, Any] | list[Any], max_bytes: int) -> _Clipped | None:
     # ensure_ascii=False: the model reads characters, so non-ASCII text is measured at its
     # UTF-8 size rather than as six-byte \\u escapes.
-    text = json.dumps(content, ensure_ascii=False, default=_json_default)
-    return _clip_string(text, max_bytes)
+    return _clip_string(json_text(content), max_bytes)
 
 
 def admit(
     message: Mapping[str, Any], index: int, cap: int
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The message as stored (validated, timestamped, clipped to ``cap``) and the clip event.
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The message as stored (validated, timestamped, clipped to ``cap``) and one clip event
+    payload per result it clipped.
 
     Raises before anything is stored when the message is structurally broken.
     """
@@ -311,10 +410,8 @@ def admit(
     if "timestamp" not in metadata:
         metadata["timestamp"] = _utc_timestamp()
     stored["metadata"] = metadata
-    clipped, clip = clip_tool_result(stored, cap)
-    if clip is None:
-        return stored, None
-    return clipped, clip.payload()
+    clipped, clips = clip_tool_results(stored, cap)
+    return clipped, [clip.payload() for clip in clips]
 
 
 def _utc_timestamp() -> str:

@@ -28,14 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._ids import IdAssigner
-from ._messages import (
-    SIGNED_THINKING_TYPES,
-    blocks,
-    is_human_prompt,
-    is_tool_result,
-)
+from ._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt
 from ._project import project
-from ._view_scan import Shape, ViewScan, makes_calls, merges_into_turn, shape_of
+from ._render import factory_replaces, is_factory_message
+from ._view_scan import Shape, ViewScan, makes_calls, merges, shape_of
 
 DEFAULT_JSON_CAP = 131_072
 """The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
@@ -186,8 +182,8 @@ class _HistoryFacts:
     latest_assistant: Mapping[str, Any] | None = None
     after_result: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
     """Sent forms of the human prompts that follow a tool result or a call in the history."""
-    turn_tail: Mapping[str, Any] | None = None
-    """The message a turn starting now would follow (``_turn_before`` the next position)."""
+    after_round: bool = False
+    """Whether a turn starting now would follow a tool round (a result, or a call)."""
     last_prompt: int | None = None
     """Position of the last human prompt (as stored, not as sent)."""
     opener: Mapping[str, Any] | None = None
@@ -197,25 +193,29 @@ class _HistoryFacts:
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
         self.count += 1
-        sent = project(message, self.ids.add(message, position), json_cap=self.json_cap)[0]
-        if sent.get("role") == "system":
+        ids = self.ids.add(message, position)
+        sent = project(message, ids, json_cap=self.json_cap)[0]
+        role = message.get("role")
+        # Classified as the history index classifies it: by the ids the view gives it, so
+        # a result without an id of its own (the view derives one) is a result, not a prompt.
+        human = is_human_prompt(message) and not ids.results
+        result = role == "tool" or bool(ids.results)
+        if role == "system":
             self.systems.append(sent)
-        if is_human_prompt(sent):
+        if human:
             if self.first_human is None:
                 self.first_human = sent
             self.last_human = sent
-        if sent.get("role") == "assistant":
-            self.latest_assistant = sent
-        if is_human_prompt(message):
-            before = self.turn_tail
-            if before is not None and (is_tool_result(before) or makes_calls(before)):
+            if self.after_round:
                 self.after_result.append(sent)
             self.last_prompt = position
             self.opener = self.opener_sent = None
         elif self.last_prompt == position - 1:
             self.opener, self.opener_sent = message, sent
-        if not merges_into_turn(message):
-            self.turn_tail = message
+        if role == "assistant":
+            self.latest_assistant = sent
+        if not merges(role, human, result):
+            self.after_round = result or makes_calls(message)
 
 
 def shared_start(previous: Sequence[object], view: Sequence[object]) -> int:
@@ -255,7 +255,11 @@ def _check_against_history(
     prompts: dict[int, _PromptVerdict] | None,
 ) -> list[str]:
     problems: list[str] = []
+    # A system prompt factory's message stands for the static system messages it replaces.
+    replaced = any(is_factory_message(s) for s in scan.systems)
     for message in facts.systems:
+        if replaced and factory_replaces(message):
+            continue
         if not any(_same_payload(message, s) for s in scan.systems):
             problems.append("a system message of the history is missing or changed in the view")
             break

@@ -124,7 +124,7 @@ def plan_escalation(
             _truncate(plan, protected, rung.share, target, policy.truncate_chars)
         elif rung.action == "remove":
             recent = _recent_floor(index, plan, policy.protected_recent * rung.share)
-            _remove(plan, protected | recent, target, policy.truncate_chars, open_tail)
+            _remove(plan, protected | recent, target, policy.truncate_chars)
             mend_turns(plan, protected | recent, policy.truncate_chars, open_tail)
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
@@ -161,7 +161,7 @@ def _relax(
     for _ in range(MAX_FIT_ROUNDS):
         usage = plan.usage
         _truncate(plan, floor, 1.0, limit, keep_chars)
-        _remove(plan, floor, limit, keep_chars, open_tail)
+        _remove(plan, floor, limit, keep_chars)
         mend_turns(plan, floor, keep_chars, open_tail)
         # Mending may bring a unit back; another round can shorten or remove something else.
         if plan.usage <= limit or plan.usage >= usage:
@@ -241,22 +241,16 @@ def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
             yield (position,)
 
 
-def _remove(
-    plan: WorkingPlan,
-    protected: frozenset[int],
-    target: int,
-    keep_chars: int,
-    open_tail: int | None,
-) -> None:
+def _remove(plan: WorkingPlan, protected: frozenset[int], target: int, keep_chars: int) -> None:
     index = plan.index
     for unit in _units(index, plan):
         if plan.usage <= target:
             return
         head = unit[0]
-        if head == plan.pinned or head in plan.restored or any(p in protected for p in unit):
+        # The call still being executed is in the floor; an older interrupted call is history
+        # like any other (its placeholder goes with it).
+        if head == plan.pinned or plan.locked(head) or any(p in protected for p in unit):
             continue
-        if index.facts[head].calls and (head == open_tail or index.pairing.missing(head)):
-            continue  # an unanswered call is never removed
         plan.usage -= sum(plan.rendered_tokens(p, keep_chars) for p in unit)
         for p in unit:
             plan.take_out(p)

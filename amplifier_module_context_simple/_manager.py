@@ -72,6 +72,7 @@ class SimpleContextManager:
         self.hooks = hooks
         self.messages: list[dict[str, Any]] = []
         self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
+        self._index.on_rewrite = self._history_rewritten
         self._state = SessionState()
         self._planner = Planner(config, self._index)
         self._pipeline = Pipeline(self, self._planner, self._state)
@@ -87,9 +88,9 @@ class SimpleContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clip = admit(message, len(self.messages), self.config.max_tool_result_bytes)
+        stored, clips = admit(message, len(self.messages), self.config.max_tool_result_bytes)
         self.messages.append(stored)
-        if clip is not None:
+        for clip in clips:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
 
     async def get_messages(self) -> list[dict[str, Any]]:
@@ -105,14 +106,22 @@ class SimpleContextManager:
         admitted = [admit(m, i, self.config.max_tool_result_bytes) for i, m in enumerate(messages)]
         self._reset_derived()
         self.messages = [stored for stored, _ in admitted]
-        for _, clip in admitted:
-            if clip is not None:
+        for _, clips in admitted:
+            for clip in clips:
                 await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
 
     async def clear(self) -> None:
         """Empty the history and forget everything derived from it."""
         self.messages = []
         self._reset_derived()
+
+    def _history_rewritten(self, position: int) -> None:
+        """``self.messages`` was reassigned with a history that differs from ``position`` on.
+
+        Runs inside the request's synchronous scope step, before its plan reads the decisions.
+        """
+        state = self._state
+        state.decisions = state.decisions.before(position)
 
     def _reset_derived(self) -> None:
         self._index.reset()

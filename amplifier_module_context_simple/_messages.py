@@ -25,6 +25,7 @@ __all__ = [
     "COUNTED_CALL_BLOCK_TYPES",
     "IMAGE_BLOCK_TYPES",
     "LOADED_TOOLS_KEY",
+    "MAX_DEPTH",
     "NON_HUMAN_SOURCES",
     "OPENAI_IMAGE_BLOCK_TYPES",
     "ORIGINAL_LENGTH_KEY",
@@ -78,6 +79,8 @@ OPENAI_IMAGE_BLOCK_TYPES = frozenset({"image_url", "input_image"})
 """Images in OpenAI chat (``image_url``) and Responses (``input_image``) form."""
 IMAGE_BLOCK_TYPES = OPENAI_IMAGE_BLOCK_TYPES | {"image"}
 NON_HUMAN_SOURCES = frozenset({"hook", "context-compaction"})
+MAX_DEPTH = 32
+"""Hostile nesting: what is read below this many levels is walked flat or cut, never recursed."""
 LOADED_TOOLS_KEY = "openai:tool_search_items"
 # The keys a view adds to a message it changed, so readers can tell what the view did to it.
 TRUNCATED_KEY = "_truncated"

@@ -21,6 +21,7 @@ __all__ = [
     "BLOCK_JSON",
     "BLOCK_PLACEHOLDER",
     "CONTENT_JSON",
+    "DEEPER",
     "FIELD",
     "HOST_BLOCK_TYPES",
     "ID_DERIVED",
@@ -39,6 +40,7 @@ __all__ = [
     "TOOL_RESULT",
     "Projected",
     "host_valid_block",
+    "json_text",
     "project",
 ]
 
@@ -49,6 +51,7 @@ from typing import Any
 from ._ids import NO_IDS, Ids, usable
 from ._messages import (
     CALL_BLOCK_TYPES,
+    MAX_DEPTH,
     OPENAI_IMAGE_BLOCK_TYPES,
     RESULT_ROLES,
     block_dict,
@@ -365,12 +368,40 @@ def _media_type(data: Mapping[str, Any]) -> str:
     return "unknown"
 
 
-def _json(value: object) -> str:
-    def default(item: object) -> object:
-        dump = getattr(item, "model_dump", None)
-        return dump(mode="json") if callable(dump) else str(item)
+DEEPER = f"[nested deeper than {MAX_DEPTH} levels]"
+"""What a value below ``MAX_DEPTH`` levels is sent as (the estimator bounds its walk the same)."""
 
+
+def json_text(value: object, *, sort_keys: bool = False) -> str:
+    """The JSON text the model reads for ``value`` (typed blocks as their JSON dump).
+
+    Hostile nesting (a tool's in-process return value) would overflow the encoder's stack:
+    then what lies below ``MAX_DEPTH`` levels is sent as ``DEEPER``.
+    """
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=default)
+        return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=_json_default)
+    except RecursionError:
+        bounded = _bounded(value, 0)
+        return json.dumps(bounded, ensure_ascii=False, sort_keys=sort_keys, default=_json_default)
+
+
+def _json_default(item: object) -> object:
+    dump = getattr(item, "model_dump", None)
+    return dump(mode="json") if callable(dump) else str(item)
+
+
+def _bounded(value: object, depth: int) -> object:
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    if depth >= MAX_DEPTH:
+        return DEEPER
+    if isinstance(value, Mapping):
+        return {k: _bounded(v, depth + 1) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return [_bounded(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType]
+
+
+def _json(value: object) -> str:
+    try:
+        return json_text(value, sort_keys=True)
     except (TypeError, ValueError):
         return str(value)

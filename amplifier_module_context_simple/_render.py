@@ -30,6 +30,7 @@ from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
 
 # Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
 __all__ = [
+    "FACTORY_SOURCE",
     "NOTICE_SOURCE",
     "PLACEHOLDER_RESULT",
     "STUB_HEAD_CHARS",
@@ -39,6 +40,9 @@ __all__ = [
     "NoticeFigures",
     "RenderResult",
     "can_truncate",
+    "factory_message",
+    "factory_replaces",
+    "is_factory_message",
     "notice",
     "notice_boundary",
     "notice_figures",
@@ -61,6 +65,8 @@ PLACEHOLDER_RESULT = (
     "call the tool again if its output is needed]"
 )
 NOTICE_SOURCE = "context-compaction"
+FACTORY_SOURCE = "system-prompt-factory"
+"""``metadata.source`` of the system message a system prompt factory's text becomes."""
 
 Message = dict[str, Any]
 
@@ -101,12 +107,20 @@ def can_truncate(message: Mapping[str, Any], keep_chars: int) -> bool:
 def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int) -> Message:
     """The view's shortened form of a tool result; every other key is kept."""
     marker = TRUNCATION_MARKER.format(tokens=original_tokens)
-    short = marker + text_of(message)[:keep_chars] + "..."
     result_blocks = [b for b in blocks(message) if b.get("type") in RESULT_BLOCK_TYPES]
+    beside: list[Mapping[str, Any]] = []
+    if result_blocks and message.get("role") == "user":
+        # Text beside the results in a user turn is what a person (or a hook) wrote, not
+        # output: it stays, after the results, and only the results are shortened.
+        beside = [b for b in blocks(message) if b.get("type") == "text"]
+        shown = text_of({"content": result_blocks})
+    else:
+        shown = text_of(message)
+    short = marker + shown[:keep_chars] + "..."
     content: object = short
     if result_blocks:
         # Ids answered by blocks must survive the shortening, or their calls lose a result.
-        content = [_short_result(b, short) for b in result_blocks]
+        content = [*(_short_result(b, short) for b in result_blocks), *beside]
         if message.get("role") == "tool" and message.get("tool_call_id"):
             content = [{"type": "text", "text": short}, *content]
     return {
@@ -388,10 +402,29 @@ def system_part(
     stored = [f.sent for f in facts if f.role == "system"]
     if factory_message is None:
         return stored
-    hooked = [m for m in stored if _is_hook_message(m)]
-    return [factory_message, *hooked]
+    return [factory_message, *(m for m in stored if not factory_replaces(m))]
 
 
-def _is_hook_message(message: Mapping[str, Any]) -> bool:
+def factory_message(text: str) -> Message:
+    """The system message a system prompt factory's ``text`` becomes.
+
+    It says where it comes from, so ``check_view`` can tell it from a changed system message:
+    it stands for the static system messages it replaces (``factory_replaces``).
+    """
+    return {"role": "system", "content": text, "metadata": {"source": FACTORY_SOURCE}}
+
+
+def is_factory_message(message: Mapping[str, Any]) -> bool:
+    """Whether a (system) message is the one a system prompt factory's text became."""
+    return _source(message) == FACTORY_SOURCE
+
+
+def factory_replaces(message: Mapping[str, Any]) -> bool:
+    """Whether the factory's message stands in for this stored system message (every one
+    but those a hook injected)."""
+    return _source(message) != "hook"
+
+
+def _source(message: Mapping[str, Any]) -> object:
     meta = message.get("metadata")
-    return isinstance(meta, Mapping) and meta.get("source") == "hook"  # type: ignore[union-attr]
+    return meta.get("source") if isinstance(meta, Mapping) else None  # type: ignore[union-attr]

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._history import HistoryIndex
+from ._render import factory_message
 
 __all__ = ["SystemPrompt", "SystemPromptFactory"]
 
@@ -50,7 +51,7 @@ class SystemPrompt:
             return None
         cached = self._message
         if cached is None or cached["content"] != text:
-            cached = self._message = {"role": "system", "content": text}
+            cached = self._message = factory_message(text)
         return cached
 
     def tokens(self, message: Mapping[str, Any], index: HistoryIndex) -> int:

@@ -33,6 +33,7 @@ def mend_turns(
     # Never shown, never counted: left out, these open no gap.
     silent = orphans.union(index.system_positions)
     in_round = False  # the last message rendered ends a tool round
+    round_head = -1  # the call (or result) that opened that round
     gap = False  # something between that round and here is no longer shown
     last = -1
     # Only the shown messages are visited (a compacted history is mostly left out, and the
@@ -41,7 +42,11 @@ def mend_turns(
     # messages before it, so the shown ones still ahead are the ones filtered here.
     for position in itertools.filterfalse(removed.__contains__, range(len(facts))):
         if in_round and not gap and position - last > 1:
-            gap = any(p not in silent for p in range(last + 1, position))
+            # A left-out hook reminder opens no gap either: it merged into the user turn
+            # the prompt is part of, so the prompt followed the round in the history too.
+            gap = any(
+                p not in silent and not is_reminder(facts[p]) for p in range(last + 1, position)
+            )
         last = position
         if position in silent or position in owner_of:
             continue  # an owned result is rendered together with its call
@@ -52,37 +57,38 @@ def mend_turns(
                 plan.take_out(position)
                 plan.changed = True
                 continue
-            _restore_before(plan, position, keep_chars)
+            _restore_before(plan, position, keep_chars, round_head)
             # Restored, the prompt follows what it followed in the history.
             in_round = gap = False
             continue
         if fact.calls:
             kept = [r for r in pairing.results_of.get(position, ()) if r not in plan.removed]
             in_round = bool(kept) or (position != open_tail and bool(pairing.missing(position)))
-            gap = False
+            round_head, gap = position, False
         elif fact.tool_result:
             in_round, gap = True, False  # a result whose call is gone is never rendered
+            round_head = position
         elif not is_reminder(fact):
             in_round = gap = False  # hook reminders merge into the round; anything else ends it
 
 
-def _restore_before(plan: WorkingPlan, position: int, keep_chars: int) -> None:
+def _restore_before(plan: WorkingPlan, position: int, keep_chars: int, reason: int) -> None:
     """Show again what sits right before ``position`` in the history, unit by unit.
 
-    A restored prompt (or reminder) would itself sit inside the round, so the walk goes on back
-    until it restores something that ends the round (or finds it already shown).
+    A restored prompt would itself sit inside the round (``reason``, its head), so the walk
+    goes on back until it restores something that ends the round (or finds it already shown).
+    Hook reminders merge into the prompt's turn, shown or not: the walk looks past them.
     """
     index = plan.index
     facts = index.facts
     while True:
-        # Hook reminders still shown merge into the prompt's turn: look past them.
         previous = next(
             (
                 p
                 for p in range(position - 1, -1, -1)
                 if facts[p].role != "system"
                 and p not in index.pairing.orphans
-                and not (p not in plan.removed and is_reminder(facts[p]))
+                and not is_reminder(facts[p])
             ),
             None,
         )
@@ -91,9 +97,9 @@ def _restore_before(plan: WorkingPlan, position: int, keep_chars: int) -> None:
         head = index.pairing.owner_of.get(previous, previous)
         for p in (head, *index.pairing.results_of.get(head, ())):
             if p in plan.removed:
-                plan.put_back(p)
+                plan.put_back(p, reason)
                 plan.usage += plan.rendered_tokens(p, keep_chars)
                 plan.changed = True
-        if not (facts[previous].human or is_reminder(facts[previous])):
+        if not facts[previous].human:
             return  # restored a message that ends the round: the prompt no longer lands in it
         position = previous

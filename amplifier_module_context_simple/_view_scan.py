@@ -8,7 +8,7 @@ what the rules read of a message, computed once per rendered message (``shape_of
 
 from __future__ import annotations
 
-__all__ = ["Shape", "ViewScan", "makes_calls", "merges_into_turn", "shape_of"]
+__all__ = ["Shape", "ViewScan", "makes_calls", "merges", "shape_of"]
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +30,7 @@ class Shape:
     human: bool
     result: bool
     merges: bool
-    """``merges_into_turn``: lifted out of, or merged into, the turn around it."""
+    """``merges``: lifted out of, or merged into, the turn around it."""
 
 
 def shape_of(message: Mapping[str, Any]) -> Shape:
@@ -49,7 +49,7 @@ def shape_of(message: Mapping[str, Any]) -> Shape:
         repeated=tuple(repeated),
         human=human,
         result=result,
-        merges=_merges(role, human, result),
+        merges=merges(role, human, result),
     )
 
 
@@ -173,11 +173,7 @@ def makes_calls(message: Mapping[str, Any]) -> bool:
     return bool(listed or in_blocks)
 
 
-def merges_into_turn(message: Mapping[str, Any]) -> bool:
+def merges(role: object, human: bool, result: bool) -> bool:
     """Lifted out (a system message) or merged into the user turn around it (a user-role
     message no person typed: hook reminders, the compaction notice)."""
-    return _merges(message.get("role"), is_human_prompt(message), is_tool_result(message))
-
-
-def _merges(role: object, human: bool, result: bool) -> bool:
     return role == "system" or (role == "user" and not human and not result)

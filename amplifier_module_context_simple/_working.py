@@ -31,12 +31,20 @@ class WorkingPlan:
         self.changed = False
         self.taken_out: dict[int, tuple[int | None, int | None]] = {}
         """How a position left out during this escalation was shown before (truncated, stubbed)."""
-        self.restored: set[int] = set()
-        """Positions mending had to bring back: removing them again would only undo that."""
+        self.restored: dict[int, int] = {}
+        """Position mending had to bring back -> the head of the round it keeps a prompt out of.
+
+        Removing it again would only undo the mending while that round is shown; once the
+        round itself is left out, nothing needs it any more."""
         self.pinned: int | None = None
         """A position no rung may remove (it may still be shortened)."""
         self.short: dict[int, int] = {}
         """Estimated tokens of a shortened form, remembered from when it was planned."""
+
+    def locked(self, position: int) -> bool:
+        """Whether removing ``position`` would undo a mending whose round is still shown."""
+        reason = self.restored.get(position)
+        return reason is not None and reason not in self.removed
 
     def rendered_tokens(self, position: int, keep_chars: int) -> int:
         fact = self.index.facts[position]
@@ -57,11 +65,14 @@ class WorkingPlan:
         if shown != (None, None):
             self.taken_out[position] = shown
 
-    def put_back(self, position: int) -> None:
-        """Show ``position`` again, shortened or stubbed as it was before it was left out."""
+    def put_back(self, position: int, reason: int) -> None:
+        """Show ``position`` again, shortened or stubbed as it was before it was left out.
+
+        ``reason`` is the head of the round the restored message keeps a prompt out of.
+        """
         self.removed.discard(position)
         self.relaxed.discard(position)
-        self.restored.add(position)
+        self.restored[position] = reason
         truncated, stubbed = self.taken_out.pop(position, (None, None))
         if truncated is not None:
             self.truncated[position] = truncated

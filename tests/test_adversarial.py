@@ -240,11 +240,27 @@ async def admit(manager: SimpleContextManager, message: Any) -> bool:
     assert manager.messages[:position] == before, "admitted history is never changed"
     stored = manager.messages[position]
     for key, value in message.items():
-        if key == "metadata" or (key == "content" and message.get("role") == "tool"):
+        if key == "metadata" or (key == "content" and _capped_at_ingress(message)):
             continue
         assert stored[key] == value or stored[key] is value
     assert isinstance(stored["metadata"], dict)
     return True
+
+
+def _capped_at_ingress(message: dict[str, Any]) -> bool:
+    """Whether admission may clip the content: a result in any shape pairing reads (a tool
+    or function message, a user message with tool_result blocks; issue 21 §2)."""
+    if message.get("role") in ("tool", "function"):
+        return True
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and any(
+            isinstance(b, dict) and b.get("type") == "tool_result"
+            for b in content  # pyright: ignore[reportUnknownVariableType]
+        )
+    )
 
 
 @settings(

@@ -215,7 +215,11 @@ async def test_every_view_passes_check_view_against_its_history(token_meter: str
         assert check_view(record.view, history=record.history) == [], f"request {number}"
         for message in record.view:
             Message(**message)
-        assert record.view[0] == {"role": "system", "content": SYSTEM_PROMPT}
+        assert record.view[0] == {
+            "role": "system",
+            "content": SYSTEM_PROMPT,
+            "metadata": {"source": "system-prompt-factory"},
+        }
     assert_completed(run)
 
 

@@ -250,7 +250,7 @@ def test_block_text_is_clipped_and_image_untouched() -> None:
     msg = tool(blocks)
     before = copy.deepcopy(msg)
     out, clip = clip_tool_result(msg, CAP)
-    assert clip is not None and clip.content_kind == "blocks"
+    assert clip is not None and clip.content_kind == "text_blocks"  # the reference's name
     assert msg == before
     new = out["content"]
     assert new[0] is blocks[0]  # kept whole and unchanged: same object
@@ -278,11 +278,14 @@ def test_text_after_the_cut_is_dropped_but_other_blocks_stay() -> None:
     out, clip = clip_tool_result(tool(blocks), CAP)
     assert clip is not None
     new = out["content"]
-    assert new[1:] == [audio, unknown, nested]
-    assert new[1] is audio and new[2] is unknown and new[3] is nested
+    assert new[1:3] == [audio, unknown]
+    assert new[1] is audio and new[2] is unknown
+    # A nested result's text is the result's text too (issue 21 §2): measured, and past the
+    # cut dropped like any other.
+    assert new[3] == {"type": "tool_result", "content": []}
     prefix, n = split_marker(new[0]["text"])
-    assert n == 4000
-    assert prefix == "1" * (CAP - len(ingress_marker(4000)))
+    assert n == 9000
+    assert prefix == "1" * (CAP - len(ingress_marker(9000)))
 
 
 def test_marker_goes_on_last_kept_text_when_budget_ends_at_boundary() -> None:
@@ -486,3 +489,44 @@ def test_large_input_is_clipped_to_the_default_cap() -> None:
     assert clip is not None
     assert clip.original_text_utf8_bytes == len(text.encode("utf-8"))
     assert default_cap - 4 < len(out["content"].encode("utf-8")) <= default_cap
+
+
+# --- results in every shape pairing reads (issue 21 §2) ----------------------------------
+
+
+def test_a_nested_result_keeps_its_images_and_is_clipped_in_its_text() -> None:
+    nested = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [IMAGE, {"type": "text", "text": "n" * 5000}],
+    }
+    user = {"role": "user", "content": [nested, {"type": "text", "text": "typed " * 1000}]}
+    out, clip = clip_tool_result(user, CAP)
+    assert clip is not None and clip.content_kind == "text_blocks" and clip.tool_call_id == "t1"
+    [image, text] = out["content"][0]["content"]
+    assert image is IMAGE
+    assert split_marker(text["text"])[1] == 5000
+    # The person's text beside the results is not a result: never capped.
+    assert out["content"][1] is user["content"][1]
+
+
+def test_a_host_result_block_is_clipped_in_its_output() -> None:
+    # The host's block reads ``output``; a stray ``content`` beside it is not the payload.
+    block = {"type": "tool_result", "tool_call_id": "t1", "output": "o" * 5000, "content": "c"}
+    out, clip = clip_tool_result({"role": "user", "content": [block]}, CAP)
+    assert clip is not None
+    assert out["content"][0]["content"] == "c"
+    assert split_marker(out["content"][0]["output"])[1] == 5000
+
+
+def test_a_result_block_in_a_tool_message_keeps_its_images() -> None:
+    nested = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [IMAGE, {"type": "text", "text": "n" * 5000}],
+    }
+    out, clip = clip_tool_result(tool([nested]), CAP)
+    assert clip is not None and clip.content_kind == "text_blocks"
+    [image, text] = out["content"][0]["content"]
+    assert image is IMAGE
+    assert split_marker(text["text"])[1] == 5000

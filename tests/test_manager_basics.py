@@ -198,4 +198,8 @@ async def test_views_share_the_factory_system_message_while_its_text_is_unchange
     second = await manager.get_messages_for_request()
     third = await manager.get_messages_for_request()
     assert second[0] is first[0] and first[0]["content"] == "You are careful."
-    assert third[0] is not second[0] and third[0] == {"role": "system", "content": "You are brief."}
+    assert third[0] is not second[0] and third[0] == {
+        "role": "system",
+        "content": "You are brief.",
+        "metadata": {"source": "system-prompt-factory"},  # check_view knows what it replaces
+    }

@@ -85,6 +85,14 @@ def is_human(m: Mapping[str, Any]) -> bool:
         m.get("role") == "user"
         and not meta.get("ephemeral")
         and meta.get("source") not in NON_HUMAN_SOURCES
+        and not is_result(m)
+    )
+
+
+def is_result(m: Mapping[str, Any]) -> bool:
+    """A tool result in any shape the generator stores (tool/function role, result blocks)."""
+    return m.get("role") in ("tool", "function") or any(
+        b.get("type") == "tool_result" for b in blocks(m)
     )
 
 
@@ -140,6 +148,12 @@ class Session:
         self.thinking = thinking
         """``none``, ``every`` (every assistant message) or ``first`` (a turn's first round)."""
         self.id_scheme = id_scheme
+        self.factory: str | None = None
+        """The system prompt factory's text (``None``: no factory)."""
+        self.rewrite: tuple[str, float, float] | None = None
+        """(``insert``/``delete``/``replace``, where in the history, at which request (a share
+        of the session)): before that request ``manager.messages`` is reassigned with fresh
+        dicts, one message inserted, deleted or replaced there."""
 
     @property
     def token_budget(self) -> int:
@@ -215,6 +229,26 @@ def _result_content(kind: str, marker: str, tokens: int) -> Any:
     return [{"type": "text", "text": text}, extra]
 
 
+RESULT_SHAPES = ("tool", "tool", "tool", "anthropic_user", "host_user", "tool_block")
+"""How a result is stored: mostly as a host tool message, else in the other shapes pairing
+reads (a ``function`` result is left out: the view sends its role as stored, which the
+provider oracle does not read as a result)."""
+
+
+def _result_message(shape: str, cid: str, name: str, content: Any) -> Msg:
+    if shape == "anthropic_user":
+        block: Msg = {"type": "tool_result", "tool_use_id": cid, "content": content}
+        return {"role": "user", "content": [block]}
+    if shape == "host_user":
+        output = content if isinstance(content, str) else json.dumps(content)
+        block = {"type": "tool_result", "tool_call_id": cid, "output": output}
+        return {"role": "user", "content": [block]}
+    if shape == "tool_block":
+        block = {"type": "tool_result", "tool_use_id": cid, "content": content}
+        return {"role": "tool", "tool_call_id": cid, "name": name, "content": [block]}
+    return {"role": "tool", "tool_call_id": cid, "name": name, "content": content}
+
+
 def _prompt(turn: int, kind: str) -> Msg:
     text = f"H{turn}: please do task number {turn} and report back."
     if kind == "text":
@@ -265,11 +299,14 @@ def sessions(draw: st.DrawFn) -> Session:
                 kind = draw(
                     st.sampled_from(["text", "text", "text", "image_url", "image", "unknown"])
                 )
-                tokens = draw(st.integers(2_000, 30_000))
+                # Now and then above the ingress cap (128 KiB), which admission clips.
+                if draw(st.integers(0, 9)) == 9:
+                    tokens = draw(st.integers(40_000, 60_000))
+                else:
+                    tokens = draw(st.integers(2_000, 30_000))
+                shape = draw(st.sampled_from(RESULT_SHAPES))
                 content = _result_content(kind, f"R{next(results)}|", tokens)
-                messages.append(
-                    {"role": "tool", "tool_call_id": cid, "name": name, "content": content}
-                )
+                messages.append(_result_message(shape, cid, name, content))
             if draw(st.integers(0, 9)) == 9:  # shrinks towards "no reminder"
                 messages.append(
                     {
@@ -279,7 +316,34 @@ def sessions(draw: st.DrawFn) -> Session:
                     }
                 )
         interrupted = turn < turns - 1 and rounds > 0 and draw(st.integers(0, 4)) == 4
-        if not interrupted:
+        cancelled = turn < turns - 1 and not interrupted and draw(st.integers(0, 4)) == 4
+        if cancelled:
+            # The person cancels while the tool runs: the orchestrator stores the call and a
+            # cancellation result, or no result at all, and the next prompt follows.
+            cid = _call_id(scheme, serial=next(serial), in_turn=next(in_turn), in_round=0)
+            style = draw(st.sampled_from(styles))
+            think = thinking == "every" or (thinking == "first" and rounds == 0)
+            messages.append(
+                _assistant_round(
+                    style,
+                    [(cid, "run", {"cmd": "make"})],
+                    _thinking_block(f"t{turn}c") if think else None,
+                )
+            )
+            if draw(st.booleans()):
+                cancellation = f"R{next(results)}|Cancelled by the user."
+                messages.append({"role": "tool", "tool_call_id": cid, "content": cancellation})
+        if (interrupted or cancelled) and draw(st.integers(0, 2)) == 2:
+            # A hook reminder between the latest tool round and the next prompt, of any size.
+            size = draw(st.integers(20, 9_000))
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"<system-reminder>{filler(f'M{turn}|', size)}</system-reminder>",
+                    "metadata": {"source": "hook"},
+                }
+            )
+        if not (interrupted or cancelled):
             answer: Msg = {"role": "assistant", "content": f"Task {turn} is done."}
             if thinking == "every" or (thinking == "first" and rounds == 0):
                 answer["content"] = [
@@ -287,7 +351,18 @@ def sessions(draw: st.DrawFn) -> Session:
                     {"type": "text", "text": f"Task {turn} is done."},
                 ]
             messages.append(answer)
-    return Session(messages, window, max_output, draw(st.booleans()), thinking, scheme)
+    session = Session(messages, window, max_output, draw(st.booleans()), thinking, scheme)
+    if draw(st.booleans()):
+        # The host's system prompt factory: its text replaces the stored static system message.
+        session.factory = "You are a careful coding agent; today's rules: " + "be brief. " * 20
+    if draw(st.integers(0, 3)) == 3:
+        # A subclass that re-reads its store finds it changed mid-history (issue 21 §3).
+        session.rewrite = (
+            draw(st.sampled_from(["insert", "delete", "replace"])),
+            draw(st.floats(0.05, 0.6)),
+            draw(st.floats(0.5, 1.0)),
+        )
+    return session
 
 
 # --- driving a session like an orchestrator -------------------------------------------------
@@ -340,10 +415,17 @@ async def _drive(session: Session) -> Run:
     for name in ("context:compaction", "context:budget"):
         hooks.register(name, record, name=f"provider-views-{name}")
     manager = SimpleContextManager(hooks=hooks)
+    factory_text = session.factory
+    if factory_text is not None:
+        await manager.set_system_prompt_factory(lambda: factory_text)
     provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
     run = Run(session)
+    rewrite_at = None if session.rewrite is None else session.rewrite[2] * len(session.messages)
     for position, message in enumerate(session.messages):
         if message["role"] == "assistant":
+            if session.rewrite is not None and rewrite_at is not None and position >= rewrite_at:
+                manager.messages = _rewritten(manager.messages, *session.rewrite[:2])
+                rewrite_at = None
             before = copy.deepcopy(await manager.get_messages())
             if provider is not None:
                 view = await manager.get_messages_for_request(provider=provider)
@@ -375,6 +457,26 @@ async def _drive(session: Session) -> Run:
     return run
 
 
+def _rewritten(messages: list[Msg], kind: str, where: float) -> list[Msg]:
+    """Fresh dicts, as a store re-read gives them, with one message changed at ``where``."""
+    fresh = copy.deepcopy(messages)
+    if len(fresh) < 3:
+        return fresh
+    at = max(1, min(len(fresh) - 2, int(where * len(fresh))))
+    note: Msg = {
+        "role": "user",
+        "content": "<system-reminder>the file watcher saw a change</system-reminder>",
+        "metadata": {"source": "hook"},
+    }
+    if kind == "insert":
+        fresh.insert(at, note)
+    elif kind == "delete" and fresh[at].get("role") == "user" and not is_result(fresh[at]):
+        del fresh[at]  # a prompt or reminder: deleting a call or result would orphan the other
+    elif kind == "replace" and fresh[at].get("role") == "assistant" and not has_calls(fresh[at]):
+        fresh[at] = {"role": "assistant", "content": "An answer, edited in the store."}
+    return fresh
+
+
 def drive(session: Session) -> Run:
     logging.disable(logging.WARNING)  # over-budget warnings are expected on the current code
     try:
@@ -399,16 +501,18 @@ def floor_tokens(view: Sequence[Mapping[str, Any]]) -> int:
     return floor
 
 
-def _after_tool(msgs: Sequence[Msg], i: int) -> bool:
+def _after_tool(msgs: Sequence[Msg], i: int, *, calls: bool = False) -> bool:
     """Whether the human prompt at ``i`` follows a tool result, as Anthropic reads it.
 
     Non-human user messages (hook reminders, the compaction notice) merge into the same user
-    turn, so they are looked through: T, reminder, H is the same conversation as T, H.
+    turn, so they are looked through: T, reminder, H is the same conversation as T, H. With
+    ``calls`` (read in a history) a call nobody answered counts too: the view answers it with a
+    placeholder, so the prompt follows that round there as well.
     """
     j = i - 1
     while j >= 0 and msgs[j].get("role") == "user" and not is_human(msgs[j]):
         j -= 1
-    return j >= 0 and msgs[j].get("role") == "tool"
+    return j >= 0 and (is_result(msgs[j]) or (calls and has_calls(msgs[j])))
 
 
 def _prompt_key(message: Msg) -> str:
@@ -425,7 +529,7 @@ def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
     allowed = {
         _prompt_key(history[i])
         for i in range(len(history))
-        if is_human(history[i]) and _after_tool(history, i)
+        if is_human(history[i]) and _after_tool(history, i, calls=True)
     }
     for i in range(len(view)):
         moved = is_human(view[i]) and _prompt_key(view[i]) not in allowed
@@ -448,11 +552,13 @@ def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
 def protected_violations(request: Request) -> list[str]:
     if request.relaxed:
         return []
-    results = [m for m in request.history if m.get("role") == "tool"]
+    results = [m for m in request.history if is_result(m)]
     problems: list[str] = []
     view_results = [m for m in request.view if m.get("role") == "tool"]
     for result in results[-PROTECTED_TOOL_RESULTS:]:
         segments = texts(result)
+        if result.get("role") != "tool" or not segments:
+            continue  # a result in a foreign shape: its text is not where this looks
         marker = segments[0].split("|", 1)[0] + "|"
         found = next((m for m in view_results if texts(m) and texts(m)[0].startswith(marker)), None)
         if found is None:
@@ -580,6 +686,26 @@ def test_views_fit_the_effective_budget_when_the_floor_does(session: Session) ->
 def test_protected_results_are_whole_unless_relaxation_was_reported(session: Session) -> None:
     run = drive(session)
     assert_every_request(run, session, protected_violations)
+
+
+@PROPERTY_SETTINGS
+@given(sessions())
+def test_decisions_land_on_the_messages_they_were_made_for(session: Session) -> None:
+    """Only a result is sent shortened, only a user message no person typed as a stub, and
+    every message the view sends whole is one of the history's (a rewritten history
+    included: decisions made for a shifted list must not be applied to it)."""
+    run = drive(session)
+
+    def check(r: Request) -> list[str]:
+        problems: list[str] = []
+        for m in r.view:
+            if m.get("_truncated") and not is_result(m):
+                problems.append(f"a {m.get('role')} message sent as a shortened result")
+            if m.get("_stubbed") and (m.get("role") != "user" or is_human(m) or is_result(m)):
+                problems.append(f"a {m.get('role')} message sent as a stub")
+        return problems
+
+    assert_every_request(run, session, check)
 
 
 @PROPERTY_SETTINGS

@@ -396,7 +396,11 @@ def test_each_request_carries_its_recorded_system_prompt(tmp_path: Path) -> None
         result = run("inspect", str(directory), "--at", str(at), "--json")
         assert result.exit_code == 0, result.stderr
         view = json.loads(result.stdout)
-        assert view[0] == {"role": "system", "content": SYSTEM + str(at - 1)}
+        assert view[0] == {
+            "role": "system",
+            "content": SYSTEM + str(at - 1),
+            "metadata": {"source": "system-prompt-factory"},
+        }
 
 
 def test_the_recorded_usage_reaches_the_meter(tmp_path: Path) -> None:
