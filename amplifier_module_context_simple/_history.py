@@ -18,7 +18,6 @@ __all__ = [
     "HistoryIndex",
 ]
 
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,8 +140,16 @@ class HistoryIndex:
         and by value where the objects differ.
         """
         facts = self.facts
-        if messages is self._indexed_list and all(map(operator.is_, self._objects, messages)):
-            return None if len(facts) <= len(messages) else len(messages)
+        objects = self._objects
+        # One C-level list comparison: identical objects are passed by address, so our own
+        # growing list costs a pointer comparison per message, not a Python call (a message
+        # replaced in place by an equal copy reads the same to every provider and is kept).
+        if messages is self._indexed_list and (
+            objects == messages
+            if len(objects) == len(messages)
+            else len(objects) < len(messages) and objects == messages[: len(objects)]
+        ):
+            return None
         for position, (fact, message) in enumerate(zip(facts, messages, strict=False)):
             if fact.message is message:
                 continue
