@@ -166,6 +166,9 @@ class _Previous:
     tokens: list[int]
     """Cumulative, as keys."""
     time: float
+    refreshed: bool = False
+    """Its whole chain was refreshed at ``time`` (every message cached), not yet written to
+    the entries for the keys it shares with the request before it."""
 
 
 @dataclass
@@ -195,11 +198,15 @@ class CacheSimulator:
         prints = [fingerprint for fingerprint, _ in request.messages]
         common = -1  # messages in common with the previous request; -1: the head differs
         if previous is not None and previous.head == request.head:
-            common = 0
-            for old, new in zip(previous.prints, prints, strict=False):
-                if old != new:
-                    break
-                common += 1
+            known = len(previous.prints)
+            if len(prints) >= known and prints[:known] == previous.prints:
+                common = known  # the usual case, a request extending the last: one C compare
+            else:
+                common = 0
+                for old, new in zip(previous.prints, prints, strict=False):
+                    if old != new:
+                        break
+                    common += 1
         # The previous request's chain holds through the messages in common.
         keys = previous.keys[: common + 1] if previous is not None and common >= 0 else []
         tokens = previous.tokens[: common + 1] if previous is not None and common >= 0 else []
@@ -212,22 +219,51 @@ class CacheSimulator:
         shared = 0 if common < 0 else tokens[common]
         number = len(self._requests) + 1
         every = self.breakpoints == EVERY_MESSAGE
-        live = -1
-        for depth, key in enumerate(keys):
-            entry = self._entries.get(key)
-            if entry is not None and entry.expires >= time:
+        # With every message cached, each request refreshes its whole chain: the previous
+        # request's keys are all alive until its time + lifetime, whatever ``_entries`` says
+        # (that refresh is written there only when the chain is left, see below).
+        implied = (
+            every and previous is not None and common >= 0 and previous.time + self.lifetime >= time
+        )
+        live = common if implied else -1
+        if every:
+            for depth in range(live + 1, len(keys)):
+                entry = self._entries.get(keys[depth])
+                if entry is None or entry.expires < time:
+                    break  # nothing longer is alive either (see the module docstring)
                 live = depth
-            elif every:  # nothing longer is alive either (see the module docstring)
-                break
+        else:
+            # Entries stand only at the markers: the longest alive one, from the end (a request
+            # extending the last finds the last request's end after its few new messages).
+            for depth in range(len(keys) - 1, -1, -1):
+                entry = self._entries.get(keys[depth])
+                if entry is not None and entry.expires >= time:
+                    live = depth
+                    break
         total = tokens[-1]
         cacheable = total >= self.min_cacheable_tokens
         read = tokens[live] if live >= 0 and cacheable else 0
         if read < self.min_cacheable_tokens:
             read = 0
+        if every and previous is not None and previous.refreshed:
+            # The previous chain's refresh, written where this request leaves it.
+            left = previous.keys[common + 1 :] if common >= 0 else previous.keys
+            until = previous.time + self.lifetime
+            for key in left:
+                entry = self._entries.get(key)
+                if entry is not None and entry.expires < until:
+                    entry.expires = until
+        refreshed = False
         if cacheable:
             expires = time + self.lifetime
             # Written where the markers are; what was read is refreshed.
-            touched = keys if every else [keys[d] for d in sorted({0, max(live, 0), len(keys) - 1})]
+            if every:
+                # Kept implied for the chain this request shares with the last (alive:
+                # ``implied``); written for the rest.
+                touched = keys[common + 1 :] if implied else keys
+                refreshed = True
+            else:
+                touched = [keys[d] for d in sorted({0, max(live, 0), len(keys) - 1})]
             for key in touched:
                 entry = self._entries.get(key)
                 if entry is None or entry.expires < time:
@@ -240,7 +276,7 @@ class CacheSimulator:
         origin = self._entries[keys[live]].origin if read else None
         simulated = SimulatedRequest(number, time, counts, live if read else None, origin, shared)
         self._requests.append(simulated)
-        self._previous = _Previous(request.head, prints, keys, tokens, time)
+        self._previous = _Previous(request.head, prints, keys, tokens, time, refreshed)
         return simulated
 
     def result(self) -> CacheSimulation:

@@ -184,6 +184,7 @@ async def replay(
                     tool_tokens=int((report.budget_event or {}).get("tool_definitions_tokens", 0)),
                     model=(pending.model if pending else None)
                     or (window.model if window else None),
+                    shared=shared,
                 )
                 # Only now is the whole request known (the overhead is the analysis's).
                 record.utilisation = _share(record.request_tokens, record.request_budget)

@@ -15,8 +15,6 @@ sticky request costs what is new in it, as the replay's other tallies do.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,27 +65,43 @@ class ReplayCache:
         self._known = known
         self._every = CacheSimulator(DEFAULT_LIFETIME, 0, EVERY_MESSAGE)
         self._markers = CacheSimulator(DEFAULT_LIFETIME, 0, HEAD_AND_END)
-        self._seen: dict[int, tuple[Mapping[str, Any], bytes, int]] = {}
+        self._view: list[tuple[Mapping[str, Any], bytes, int]] = []
+        """The previous view's messages with their fingerprints and estimates."""
+        self._messages: list[tuple[bytes, int]] = []
+        """The same, as the simulator reads them."""
         self._model: str | None = None
 
     def add(
-        self, view: Sequence[Mapping[str, Any]], *, tool_tokens: int, model: str | None
+        self,
+        view: Sequence[Mapping[str, Any]],
+        *,
+        tool_tokens: int,
+        model: str | None,
+        shared: int = 0,
     ) -> float:
-        """Add one request; returns its priced input (base-price tokens, the issue's rule)."""
-        seen: dict[int, tuple[Mapping[str, Any], bytes, int]] = {}
-        messages: list[tuple[bytes, int]] = []
-        for message in view:
-            # The previous view's messages are held in ``_seen``, so an id found there is
-            # that very object, never a new one at a reused address.
-            entry = self._seen.get(id(message))
-            if entry is None:
-                tokens = self._known.get(id(message))
-                if tokens is None:
-                    tokens = estimate_message_tokens(message, family=self._family)
-                entry = (message, _fingerprint(message), tokens)
-            seen[id(message)] = entry
-            messages.append((entry[1], entry[2]))
-        self._seen = seen  # only what this view sends can be sent again as the same object
+        """Add one request; returns its priced input (base-price tokens, the issue's rule).
+
+        ``shared``: how many leading messages it re-sends of the previous view as the very same
+        objects (``shared_start``): their fingerprints and estimates are carried over.
+        """
+        previous = self._view
+        kept = min(shared, len(previous))
+        entries = previous[:kept]
+        messages = self._messages[:kept]
+        if len(entries) < len(view):
+            # The previous view's messages are still alive in ``previous``, so an id found
+            # among them is that very object, never a new one at a reused address.
+            by_id = {id(e[0]): e for e in previous[len(entries) :]}
+            for message in view[len(entries) :]:
+                entry = by_id.get(id(message))
+                if entry is None:
+                    tokens = self._known.get(id(message))
+                    if tokens is None:
+                        tokens = estimate_message_tokens(message, family=self._family)
+                    entry = (message, _fingerprint(message), tokens)
+                entries.append(entry)
+                messages.append((entry[1], entry[2]))
+        self._view, self._messages = entries, messages
         if model:
             self._model = model
         request = SimRequest(f"tools:{tool_tokens}".encode(), tool_tokens, messages)
@@ -115,5 +129,19 @@ class ReplayCache:
 
 
 def _fingerprint(message: Mapping[str, Any]) -> bytes:
-    text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+    """A content fingerprint: equal messages (a shortened result rendered again) get the same
+    one. Built from Python's hashes (a string's is computed once and kept by the string),
+    which is far cheaper than serialising a large tool result; stable within one process."""
+    return _frozen(message).__hash__().to_bytes(8, "little", signed=True)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))  # pyright: ignore
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)  # pyright: ignore
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
