@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.drops import (
+    ARGUMENT_CHARS,
     LEFT,
     RESTORED,
     SHORTENED,
@@ -23,8 +25,10 @@ from amplifier_module_context_simple.replay.drops import (
     WHOLE,
     Drop,
     PositionIndex,
+    call_text,
     drops_at,
     first_line,
+    main_argument,
     tool_names,
 )
 from amplifier_module_context_simple.replay.engine import replay
@@ -52,7 +56,9 @@ def session(sizes: list[int], *, prompt_every: int = 4) -> list[dict[str, Any]]:
             {
                 "role": "assistant",
                 "content": f"Step {i}: run {tool}.",
-                "tool_calls": [{"id": call, "tool": tool, "arguments": {"n": i}}],
+                "tool_calls": [
+                    {"id": call, "tool": tool, "arguments": {"n": i, "path": f"src/m{i}.py"}}
+                ],
             }
         )
         body = " ".join(f"w{i}x{j}" for j in range(size))
@@ -142,6 +148,7 @@ async def test_a_dropped_tool_result_names_its_tool_role_and_first_line() -> Non
         call_id = messages[d.position]["tool_call_id"]
         (call,) = [m for m in messages if m.get("tool_calls", [{}])[0].get("id") == call_id]
         assert d.tool == call["tool_calls"][0]["tool"]
+        assert d.call_argument == call["tool_calls"][0]["arguments"]["path"]
         assert d.first_line == messages[d.position]["content"].splitlines()[0]
     calls = [d for d in report.drops if d.role == "assistant"]
     assert all(d.tool in TOOLS for d in calls)
@@ -245,15 +252,24 @@ def test_inspect_at_names_what_was_left_out(tmp_path: Path) -> None:
     report = json.loads(runner.invoke(app, ["replay", path, *SMALL_WINDOW, "--json"]).stdout)
     request = max(r["request"] for r in report["requests"] if r["left_out"])
     left = [d for d in report["drops"] if d["change"] == LEFT and d["request"] <= request]
-    result = runner.invoke(app, ["inspect", path, *SMALL_WINDOW, "--at", str(request)])
+    # Wide enough that no cell is shortened: what the row says, not how it fits.
+    result = runner.invoke(
+        app, ["inspect", path, *SMALL_WINDOW, "--at", str(request)], env={"COLUMNS": "160"}
+    )
     assert result.exit_code == 0, result.stderr
     table = result.stdout.split("What this view left out (", 1)[1]
     first = min(left, key=lambda d: d["position"])
     row = next(line for line in table.splitlines() if line.split()[:1] == [str(first["position"])])
     assert first["role"] in row and f"req {first['request']}" in row
-    assert first["first_line"][:20] in row
+    assert first["first_line"] in row
     if first["tool"]:
         assert first["tool"] in row
+    results = [d for d in left if d["role"] == "tool"]
+    assert results, "the session leaves tool results out"
+    shown = [
+        line for line in table.splitlines() if line.split()[:1] == [str(results[0]["position"])]
+    ]
+    assert f"{results[0]['tool']} {results[0]['call_argument']}" in shown[0]
 
 
 async def test_drop_and_left_out_tables_fit_80_columns() -> None:
@@ -267,7 +283,7 @@ async def test_drop_and_left_out_tables_fit_80_columns() -> None:
     render_left_out(console, outcome.history, positions, report.drops, family=None)
     text = console.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())
-    for header in ("req", "pos", "role", "tool", "tokens", "left at", "first line"):
+    for header in ("req", "pos", "role", "call", "tokens", "left at", "first line"):
         assert f" {header} " in text
     by_request: dict[int, list[Drop]] = {}
     for d in report.drops:
@@ -318,3 +334,63 @@ def test_first_line_is_the_first_non_blank_line_stripped(text: str, limit: int) 
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     expected = line if len(line) <= limit else line[: limit - 1] + "…"
     assert first_line({"role": "user", "content": text}, limit) == expected
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"content": "x = 1", "file_path": "src/a.py"}, "src/a.py"),  # the path over the body
+        ({"todos": [], "action": "update"}, "update"),
+        ({"command": "  \n pytest -q\n echo done"}, "pytest -q"),  # its first non-blank line
+        ('{"pattern": "def main", "path": "src"}', "src"),  # OpenAI's JSON text
+        ({"limit": 3, "note": "why"}, "why"),  # no telling name: the first text argument
+        ({"limit": 3}, None),
+        ("not json", None),
+        ({}, None),
+        ({"path": "p" * 100}, "p" * (ARGUMENT_CHARS - 1) + "…"),
+    ],
+)
+def test_main_argument_names_what_the_call_was_about(
+    arguments: object, expected: str | None
+) -> None:
+    assert main_argument(arguments) == expected
+
+
+def test_a_block_call_and_an_openai_call_name_their_argument_beside_the_result() -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "x"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "hit"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c2", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "a b"},
+    ]
+    index = PositionIndex()
+    index.sync(history)
+    assert [index.call_argument(m) for m in history] == [None, None, "x", None, "ls"]
+    assert call_text(index.tool(history[4]), index.call_argument(history[4])) == "bash ls"
+
+
+async def test_the_drop_table_shows_the_call_beside_each_dropped_result() -> None:
+    messages = session([600, 50, 900, 400, 1200, 80, 700, 300] * 3)
+    window = Window(context_window=14_000, max_output_tokens=2_000)
+    report = (await replay(messages, config=ContextConfig(), window=window)).report
+    console = Console(width=160, record=True, highlight=False)
+    render_drops(console, report)
+    rows = console.export_text().splitlines()
+    shown = [d for d in report.drops if d.role == "tool"]
+    assert shown
+    for d in shown:
+        row = [r for r in rows if f" {d.tokens_before:,} → {d.tokens_after:,} " in r]
+        if row:  # among the largest of its request, so listed
+            assert any(f" {d.tool} {d.call_argument} " in r for r in row), d

@@ -35,7 +35,7 @@ def test_records_are_asdict_and_copies() -> None:
     out[1]["violations"].append("w")
     out[1]["repairs"]["x"] = 1
     assert records[1].violations == ["v"] and records[1].repairs == {"text": 2}
-    drops = [Drop(1, 2, "left out", 3, True, "tool", None, 5, 0, "line")]
+    drops = [Drop(1, 2, "left out", 3, True, "tool", None, None, 5, 0, "line")]
     assert _records(drops) == [asdict(d) for d in drops]
     assert _records([]) == []
 

@@ -11,10 +11,11 @@ the view itself costs plus the messages added since the previous request.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .. import estimate_message_tokens
 from .._invariants import shared_start
@@ -31,6 +32,7 @@ from .._messages import (
 from .._render import NOTICE_SOURCE, text_of
 
 __all__ = [
+    "ARGUMENT_CHARS",
     "FIRST_LINE_CHARS",
     "LEFT",
     "RESTORED",
@@ -40,10 +42,12 @@ __all__ = [
     "Drop",
     "DropTracker",
     "PositionIndex",
+    "call_text",
     "drops_at",
     "explain",
     "first_line",
     "is_notice",
+    "main_argument",
     "tool_names",
 ]
 
@@ -57,6 +61,15 @@ LEFT = "left out"
 RESTORED = "restored"
 """Back in the view after having been left out (a change kind, never a form)."""
 FIRST_LINE_CHARS = 80
+ARGUMENT_CHARS = 60
+"""The most of a call's main argument a drop shows (a command can be a whole script)."""
+
+_MAIN_ARGUMENT_KEYS = (
+    "file_path", "path", "notebook_path", "command", "pattern", "query", "url", "agent",
+    "instruction", "prompt", "action", "operation", "name",
+)  # fmt: skip
+"""Argument names that say what a call was about, the most telling first: the tools of
+Amplifier's foundation bundle and of Claude Code name their target with one of these."""
 
 
 def is_notice(message: Mapping[str, Any]) -> bool:
@@ -83,30 +96,58 @@ def first_line(message: Mapping[str, Any], limit: int = FIRST_LINE_CHARS) -> str
 
 def tool_names(message: Mapping[str, Any]) -> list[str]:
     """The tools an assistant message calls, in order (both call shapes and call blocks)."""
-    return [name for _, name in _calls(message)]
+    return [name for _, name, _ in _calls(message)]
 
 
-def _calls(message: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(call id, tool name) for every call the message makes, each call once.
+def call_text(tool: str | None, argument: str | None) -> str:
+    """A tool result's call as the tables show it: the tool's name and its main argument."""
+    return " ".join(part for part in (tool, argument) if part)
+
+
+def main_argument(arguments: object) -> str | None:
+    """What a call was about, from its arguments: the first of the telling names it has
+    (a path, a command, a pattern...), else its first text argument; one line, shortened."""
+    if isinstance(arguments, str):  # OpenAI-shaped arguments are JSON text
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, Mapping) or not arguments:
+        return None
+    named = cast(Mapping[str, object], arguments)
+    texts = [named[k] for k in _MAIN_ARGUMENT_KEYS if isinstance(named.get(k), str)]
+    texts = texts or [v for v in named.values() if isinstance(v, str)]
+    line = next((str(t).strip().split("\n", 1)[0].rstrip() for t in texts if str(t).strip()), None)
+    if line is None:
+        return None
+    return line if len(line) <= ARGUMENT_CHARS else line[: ARGUMENT_CHARS - 1] + "…"
+
+
+def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(call id, tool name, main argument) for every call the message makes, each call once.
 
     Amplifier stores a call twice, as a ``tool_calls`` entry and as a ``tool_call`` content
     block with the same id; a block whose id a ``tool_calls`` entry already has is that call.
     """
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str | None]] = []
     calls = message.get("tool_calls")
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, Mapping):
             function = call.get("function")
             name = call.get("tool") or call.get("name")
-            if name is None and isinstance(function, Mapping):
-                name = function.get("name")
-            found.append((str(call.get("id") or call.get("tool_call_id") or ""), str(name)))
-    listed = {call_id for call_id, _ in found if call_id}
+            arguments = call.get("arguments")
+            if isinstance(function, Mapping):
+                name = name or function.get("name")
+                arguments = arguments or function.get("arguments")
+            call_id = str(call.get("id") or call.get("tool_call_id") or "")
+            found.append((call_id, str(name), main_argument(arguments)))
+    listed = {call_id for call_id, _, _ in found if call_id}
     for block in blocks(message):
         if block.get("type") in CALL_BLOCK_TYPES:
             call_id = str(block.get("id") or "")
             if not call_id or call_id not in listed:
-                found.append((call_id, str(block.get("name"))))
+                arguments = block.get("input", block.get("arguments"))
+                found.append((call_id, str(block.get("name")), main_argument(arguments)))
     return found
 
 
@@ -121,6 +162,7 @@ class PositionIndex:
         self._by_id: dict[int, int] = {}
         self._by_meta: dict[int, int] = {}
         self._tool_of_call: dict[str, str] = {}
+        self._argument_of_call: dict[str, str] = {}
         self.size = 0
         """How many history messages are indexed."""
 
@@ -132,8 +174,10 @@ class PositionIndex:
             self._by_id[id(message)] = position
             if "metadata" in message:
                 self._by_meta[id(message["metadata"])] = position
-            for call_id, name in _calls(message):
+            for call_id, name, argument in _calls(message):
                 self._tool_of_call.setdefault(call_id, name)
+                if argument is not None:
+                    self._argument_of_call.setdefault(call_id, argument)
         self.size = len(history)
         return added
 
@@ -155,6 +199,13 @@ class PositionIndex:
             return ", ".join(dict.fromkeys(tool_names(message))) or None
         return None
 
+    def call_argument(self, message: Mapping[str, Any]) -> str | None:
+        """For a tool result, the main argument of the call it answers (its path, its
+        command...); None for anything else or a call that named none."""
+        answered = result_ids(message)
+        arguments = [self._argument_of_call[i] for i in answered if i in self._argument_of_call]
+        return ", ".join(dict.fromkeys(arguments)) or None
+
 
 @dataclass(frozen=True)
 class Drop:
@@ -173,6 +224,9 @@ class Drop:
     role: str
     tool: str | None
     """For a tool result the tool that was called; for a call the tools it calls."""
+    call_argument: str | None
+    """For a tool result, the main argument of the call that produced it (see
+    :func:`main_argument`)."""
     tokens_before: int
     """What it cost in the previous view (its whole size when no view had sent it yet)."""
     tokens_after: int
@@ -198,7 +252,7 @@ def explain(
     message = history[position]
     index = PositionIndex()
     index.sync(history)
-    tool = index.tool(message)
+    tool = call_text(index.tool(message), index.call_argument(message))
     what = str(message.get("role", "")) + (f" ({tool})" if tool else "")
     tokens = estimate_message_tokens(message, family=family)
     lines = [f"{what}, {tokens:,} tokens: {first_line(message)}"]
@@ -280,7 +334,9 @@ class DropTracker:
                 Drop(
                     position=position, request=request, change=change, level=level,
                     compacted=compacted, role=str(message.get("role", "")),
-                    tool=self.index.tool(message), tokens_before=before, tokens_after=after,
+                    tool=self.index.tool(message),
+                    call_argument=self.index.call_argument(message),
+                    tokens_before=before, tokens_after=after,
                     first_line=first_line(message),
                 )
             )  # fmt: skip

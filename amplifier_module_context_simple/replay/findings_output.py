@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import estimate_message_tokens
-from .drops import LEFT, Drop, PositionIndex, first_line
+from .drops import LEFT, Drop, PositionIndex, call_text, first_line
 from .records import not_recorded_check_text
 from .refusals import STORM_MIN, STREAK_MIN, RefusalReport
 from .report import ReplayReport
@@ -37,8 +37,8 @@ DROP_ROWS = 5
 """Rows shown per request in the drops table (the largest first); ``--json`` has them all."""
 LEFT_OUT_ROWS = 20
 REFUSED_ROWS = 10
-_TEXT_SHARE = 16
-"""The most a text column other than the last one (the tool name) takes."""
+_TEXT_SHARE = 24
+"""The most a text column other than the last one (the call: tool and argument) takes."""
 _NARROW = 100
 """Below this width the optional columns go."""
 
@@ -123,7 +123,7 @@ def render_drops(console: Console, report: ReplayReport) -> None:
     if wide:  # narrow: the tokens say it ("→ 0": left out) and the role tells a stub
         grid.word("change")
     grid.word("role")
-    grid.text("tool")
+    grid.text("call")
     grid.number("tokens")
     if wide:
         grid.number("level")
@@ -135,7 +135,8 @@ def render_drops(console: Console, report: ReplayReport) -> None:
             mark = "" if d.compacted else "°"  # left out with no compaction at the request
             grid.add(
                 f"{request}{mark}" if i == 0 else "", str(d.position), *change, d.role,
-                escape(d.tool or ""), _tokens(d), *level, escape(d.first_line),
+                escape(call_text(d.tool, d.call_argument)), _tokens(d), *level,
+                escape(d.first_line),
             )  # fmt: skip
         if len(drops) > len(shown):
             filler = [""] * (len(grid.columns) - 1)
@@ -228,7 +229,7 @@ def render_left_out(
     grid = _Grid(f"What this view left out ({len(left_out):,} messages)")
     grid.number("pos")
     grid.word("role")
-    grid.text("tool")
+    grid.text("call")
     grid.number("tokens")
     grid.number("left at")
     if wide:
@@ -239,7 +240,8 @@ def render_left_out(
         d = left_at.get(position)
         level = [str(d.level) if d else ""] if wide else []
         grid.add(
-            str(position), str(message.get("role", "")), escape(index.tool(message) or ""),
+            str(position), str(message.get("role", "")),
+            escape(call_text(index.tool(message), index.call_argument(message))),
             f"{estimate_message_tokens(message, family=family):,}",
             f"req {d.request}" if d else "", *level, escape(first_line(message)),
         )  # fmt: skip
