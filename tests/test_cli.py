@@ -39,7 +39,7 @@ SUMMARY_KEYS = {
 }  # fmt: skip
 REQUEST_KEYS = {
     "request", "at_message", "history_messages", "history_tokens", "view_messages",
-    "view_tokens", "budget", "budget_source", "utilisation", "level", "compacted", "removed",
+    "view_tokens", "budget", "budget_event_source", "utilisation", "level", "compacted", "removed",
     "truncated", "stubbed", "left_out", "shortened", "stubs", "repaired", "notice", "valid",
     "host_valid", "violations", "prefix_stable", "overhead_tokens", "repairs",
     "system_prompt_tokens", "request_budget", "reserved_output", "request_tokens", "over_budget",
@@ -100,9 +100,9 @@ def test_default_replay_reports_compactions() -> None:
 def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     report = run_json("replay")
     assert set(report) == {
-        "source", "config", "window", "token_family", "budget", "initial_budget", "summary",
-        "compactions", "requests", "warnings", "refusals", "drops", "window_basis",
-        "window_by_category", "cache",
+        "schema_version", "source", "config", "window", "token_family", "budget",
+        "initial_budget", "summary", "compactions", "requests", "warnings", "refusals", "drops",
+        "window_basis", "window_by_category", "cache",
     }  # fmt: skip
     summary, requests, compactions = report["summary"], report["requests"], report["compactions"]
     # A bare transcript: the window by category is the replayed view's, and no cache was seen.

@@ -43,7 +43,7 @@ def record(
 ) -> RequestRecord:
     return RequestRecord(
         request=request, at_message=request, history_messages=request, history_tokens=view,
-        view_messages=request, view_tokens=view, budget=budget, budget_source="test",
+        view_messages=request, view_tokens=view, budget=budget, budget_event_source="test",
         utilisation=view / budget, level=int(compacted), compacted=compacted, removed=0,
         truncated=0, stubbed=0, left_out=0, shortened=0, stubs=0, repaired=0, notice=False,
         valid=not violations, host_valid=None, violations=list(violations), prefix_stable=True,

@@ -18,7 +18,7 @@ from amplifier_module_context_simple.replay.report import (
 def _record(request: int, **changes: Any) -> RequestRecord:
     values: dict[str, Any] = {
         "request": request, "at_message": 3, "history_messages": 4, "history_tokens": 50,
-        "view_messages": 4, "view_tokens": 50, "budget": 100, "budget_source": "x",
+        "view_messages": 4, "view_tokens": 50, "budget": 100, "budget_event_source": "x",
         "utilisation": 0.5, "level": 0, "compacted": False, "removed": 0, "truncated": 0,
         "stubbed": 0, "left_out": 0, "shortened": 0, "stubs": 0, "repaired": 0,
         "notice": False, "valid": True, "host_valid": None, "violations": [],

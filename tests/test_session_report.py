@@ -191,7 +191,7 @@ def test_the_budget_line_gives_the_parts_with_the_replay_figures(tmp_path: Path)
         f"Budget {last['effective_budget']:,} tokens for the messages at the last request = "
         "min(simulated 200,000-token window - 8,000 output held back - 4,096 margin, "
         f"max_tokens 60,000 (session events)) - {tools:,} tool definitions - {learned:,} "
-        "learned overhead (provider_defaults)"
+        "learned overhead"
     ) in out
     assert (
         f"the first request's: {first['effective_budget']:,} (the same limit - {tools:,} tool "
@@ -351,3 +351,11 @@ def test_the_chart_series_follow_the_windows_compactions_and_cache_breaks(tmp_pa
     held = [dict(e.window.categories()) for e in report.windows]
     assert series.categories["tool definitions"] == [h["tool definitions"] for h in held]
     assert list(series.categories)[-2:] == ["free space", "kept back for output"]
+
+
+def test_the_summary_and_the_settings_agree_on_where_the_budget_came_from(tmp_path: Path) -> None:
+    directory = str(make_session(tmp_path / "s"))
+    for flags, expected in (((), "session events"), (("--max-tokens", "50000"), "flag")):
+        report = run_json("replay", directory, *flags)
+        (setting,) = [s for s in report["source"]["settings"] if s["name"] == "budget"]
+        assert report["summary"]["budget_source"] == setting["source"] == expected

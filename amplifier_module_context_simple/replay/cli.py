@@ -57,6 +57,7 @@ from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .records import not_recorded_check_text
 from .refusals import assess
+from .report import SCHEMA_VERSION
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
 from .view import describe_view
@@ -290,7 +291,8 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
     report = outcome.report
     if as_json:
         changes = [dataclasses.asdict(d) for d in drops_at(report.drops, position)]
-        typer.echo(json_text({"position": position, "changes": changes}))
+        document = {"schema_version": SCHEMA_VERSION, "position": position, "changes": changes}
+        typer.echo(json_text(document))
         return
     family = report.token_family
     history_at = [r.history_messages for r in report.requests]
@@ -369,6 +371,7 @@ def sweep_command(
         recorded_cache = report.cache
     if as_json:
         document = {
+            "schema_version": SCHEMA_VERSION,
             "source": data.source,
             "window": dataclasses.asdict(data.window) if data.window else None,
             "rows": sweep_json(found),

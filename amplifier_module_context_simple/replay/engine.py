@@ -301,7 +301,7 @@ def _record(
         view_tokens=view_tokens,
         system_prompt_tokens=sums.system_prompt,
         budget=effective,
-        budget_source=str(budget.get("source", "")),
+        budget_event_source=str(budget.get("source", "")),
         utilisation=0.0,  # set once the request's overhead is known
         level=0,
         compacted=compaction is not None,

@@ -270,10 +270,7 @@ def _budget_text(report: ReplayReport) -> str:
     if b.get("max_tokens") is not None:
         room = f"min({room}, max_tokens {b['max_tokens']:,} ({_source_of(report, 'max_tokens')}))"
     first = report.initial_budget_event or b
-    text += (
-        f"{' at the last request' if first != b else ''} = {room} - "
-        f"{_held_text(b)} (provider_defaults)"
-    )
+    text += f"{' at the last request' if first != b else ''} = {room} - {_held_text(b)}"
     if first != b and first.get("effective_budget") != b.get("effective_budget"):
         learned = "" if first.get("learned_overhead_tokens") else ": no reading yet"
         text += (

@@ -135,7 +135,11 @@ class RequestRecord:
     view_tokens: int
     budget: int
     """The view's budget (``effective_budget``): what compaction works against."""
-    budget_source: str
+    budget_event_source: str
+    """The module's own ``source`` on its ``context:budget`` event: which provider figure gave
+    it the window. A replay's simulated provider publishes its window in ``get_info()``'s
+    defaults, so a replay says ``provider_defaults`` whatever the window's origin; where the
+    figures came from is ``source.settings`` (the Settings table)."""
     utilisation: float
     """``request_tokens / request_budget``: the whole request against its budget."""
     level: int

@@ -23,7 +23,10 @@ window less the output held back and the margin, capped by ``max_tokens``), as `
 * ``peak_request_tokens``: the largest whole request (``peak_view_tokens``: the largest view);
 * ``budget``: the view's budget at the last request (what compaction works against: the
   request budget less the tool definitions and the learned overhead), ``request_budget`` the
-  request budget then; ``budget_source`` and ``budget_capped`` are the same budget event's;
+  request budget then; ``budget_capped`` is the same budget event's, and ``budget_source`` is
+  where the budget came from as the Settings table says (``session events``, ``model table``,
+  ``flag`` or ``default``: the source of ``max_tokens`` when it capped the budget, else of the
+  window);
 * ``refused_within_budget``: requests ``--check`` refuses above the window that the budget
   allowed (only where the provider reserves more output than the budget held back).
 
@@ -53,7 +56,11 @@ from .replay_cache import SimulatedCost
 from .session_analysis import WindowEntry, cache_json
 from .simulation import Window
 
-__all__ = ["CompactionRecord", "ReplayReport", "RequestRecord"]
+__all__ = ["SCHEMA_VERSION", "CompactionRecord", "ReplayReport", "RequestRecord"]
+
+SCHEMA_VERSION = 1
+"""The version of the ``--json`` documents' layout (``docs/replay-json.md``): raised when a key
+is removed, renamed or changes meaning; added keys leave it as it is."""
 
 
 @dataclass
@@ -123,7 +130,7 @@ class ReplayReport:
             "ingress_truncations": self.ingress_truncations,
             "budget": effective,
             "request_budget": requests[-1].request_budget if requests else 0,
-            "budget_source": budget.get("source"),
+            "budget_source": self._budget_setting_source(),
             "budget_capped": bool(budget.get("capped", False)),
             "trigger_tokens": int(self.config.trigger(effective)),
             "refused_views": refusals.refused_views,
@@ -135,6 +142,11 @@ class ReplayReport:
             if self.simulated_cost is None
             else self.simulated_cost.as_json(),
         }
+
+    def _budget_setting_source(self) -> str | None:
+        """Where the budget came from, as the Settings table says (one answer for both)."""
+        settings: list[dict[str, Any]] = self.source.get("settings") or []
+        return next((s.get("source") for s in settings if s.get("name") == "budget"), None)
 
     def _cache_summary(self) -> dict[str, Any]:
         cache = self.cache
@@ -156,6 +168,7 @@ class ReplayReport:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "source": self.source,
             "config": asdict(self.config),
             "window": asdict(self.window) if self.window else None,
