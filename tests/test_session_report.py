@@ -95,10 +95,12 @@ def make_session(
     rounds: int = 4,
     inject: bool = True,
     tools: Callable[[int], list[dict[str, Any]] | None] = lambda _: TOOLS,
+    system: list[dict[str, Any]] | None = None,
 ) -> Path:
     """A session directory whose events hold one payload and one usage per request.
 
-    ``tools``: request number -> the payload's ``tools`` (``None``: the payload has none).
+    ``tools``: request number -> the payload's ``tools`` (``None``: the payload has none);
+    ``system``: the payloads' system blocks (one short block by default).
     """
     transcript = conversation(rounds)
     directory.mkdir(parents=True, exist_ok=True)
@@ -115,7 +117,7 @@ def make_session(
         number += 1
         payload: dict[str, Any] = {
             "model": "claude-opus-4-8",
-            "system": [{"type": "text", "text": "You are careful. " * 50}],
+            "system": system or [{"type": "text", "text": "You are careful. " * 50}],
             "messages": provider_messages(transcript[:position], inject=inject),
             "max_tokens": 8_000,
         }

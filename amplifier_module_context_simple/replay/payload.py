@@ -23,6 +23,7 @@ from typing import Any
 from .. import estimate_message_tokens
 from .._tool_definitions import estimate_tool_definitions
 from .payload_match import Injection, MessageMatch, align, payload_parts
+from .space_parts import Part, system_parts, tool_parts
 
 __all__ = [
     "UsageComparison",
@@ -53,6 +54,10 @@ class WindowBreakdown:
     """Tokens the user stated for what a bare transcript lacks (``--overhead``); None when the
     payload was recorded (then ``system`` and ``tools`` are measured)."""
     messages: tuple[MessageMatch, ...] = field(default=(), repr=False)
+    tool_parts: tuple[Part, ...] = ()
+    """Each tool definition with its own estimate, largest first (a recorded payload only)."""
+    system_parts: tuple[Part, ...] = ()
+    """The system prompt's recorded parts, largest first (a recorded payload only)."""
 
     @property
     def injected(self) -> int:
@@ -149,6 +154,8 @@ def breakdown(
         injections=aligned.injections,
         notice=aligned.notice_tokens or notice_tokens,
         messages=aligned.messages,
+        tool_parts=tool_parts(tools, family),
+        system_parts=system_parts(system, family),
     )
 
 

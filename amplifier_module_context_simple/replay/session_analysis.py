@@ -79,6 +79,8 @@ class WindowEntry:
             ],
             "provider": None if self.comparison is None else self.comparison.provider,
             "gap": None if self.comparison is None else self.comparison.gap,
+            "tool_definitions": [p.as_json() for p in b.tool_parts],
+            "system_parts": [p.as_json() for p in b.system_parts],
         }
 
 

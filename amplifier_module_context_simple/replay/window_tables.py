@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .cache_reuse import CacheReport, CacheRequest, Difference
 from .payload import UsageComparison, WindowBreakdown
+from .space_parts import Part
 
 __all__ = ["render_cache", "render_window"]
 
@@ -139,7 +140,35 @@ def render_window(
     if numbers[-1] in marked:
         console.print(f"Request {numbers[-1]} was not recorded: its injections are unknown.")
     else:
+        _render_parts(console, numbers[-1], "tool definitions, per tool", last.tool_parts,
+                      last.tools, "tool")  # fmt: skip
+        _render_parts(console, numbers[-1], "system prompt, per part", last.system_parts,
+                      last.system, "part")  # fmt: skip
         _render_injections(console, numbers[-1], last)
+
+
+PARTS_SHOWN = 12
+"""The most parts a breakdown lists (the rest are summed on one line; --json has them all)."""
+
+
+def _render_parts(
+    console: Console, number: int, what: str, parts: Sequence[Part], whole: int, header: str
+) -> None:
+    """One category's parts, largest first, each with its share of the category."""
+    if len(parts) < 2:  # one part is the category itself
+        return
+    shown = parts[:PARTS_SHOWN]
+    rows = [[p.name, f"{p.tokens:,}", f"{p.tokens / whole:.1%}" if whole else ""] for p in shown]
+    rest = parts[PARTS_SHOWN:]
+    if rest:
+        rest_tokens = sum(p.tokens for p in rest)
+        share = f"{rest_tokens / whole:.1%}" if whole else ""
+        rows.append([f"… {len(rest)} more", f"{rest_tokens:,}", share])
+    columns = [_Column(header, 0, numeric=False), _Column("tokens", 0), _Column("share", 1)]
+    caption = f"each priced alone; together {sum(p.tokens for p in parts):,} (whole: {whole:,})"
+    # The title on its own line: a table as narrow as this one would wrap it.
+    console.print(f"[italic]Request {number}: {what} (largest first; all in --json)[/]")
+    console.print(_fitted(console, "", caption, columns, rows))
 
 
 def _render_categories(
