@@ -210,6 +210,10 @@ def test_every_map_s_keys_are_the_ones_the_doc_or_the_code_lists(
             met.setdefault(path, set()).update(keys)
     for path, rule in MAP_RULES.items():
         rule(met.get(path, set()), doc.map_keys.get(path, set()))
+    # A request's cause is one of the same keys.
+    caches = [d["cache"] for _, kind, d in documents if kind == "replay" and d["cache"]]
+    causes = {r["cause"] for cache in caches for r in cache["requests"]}
+    assert causes - {None} <= doc.map_keys["cache.causes"] and len(causes) > 1, causes
 
 
 def test_every_document_carries_the_schema_version(documents: list[Document]) -> None:
