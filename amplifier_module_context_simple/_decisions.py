@@ -33,7 +33,9 @@ class Decisions:
     stubbed: MappingProxyType[int, int] = field(default_factory=_frozen_map)
     """Position -> length in characters of the original content."""
     level: int = 0
-    """Highest ladder rung the latest escalation needed (0: never compacted)."""
+    """The deepest ladder rung any escalation so far reached (0: never compacted): the
+    decisions in force carry every earlier escalation's reductions, so a later, shallower one
+    does not lower it."""
     escalations: int = 0
     relaxed: frozenset[int] = frozenset()
     """Positions the fit pass shortened or removed from protected ground."""

@@ -163,7 +163,8 @@ class RequestRecord:
     violations: list[str]
     """``check_view``'s violations, then the host model's objections."""
     prefix_stable: bool
-    """The view without its notice begins with the previous view without its notice."""
+    """The view begins with the whole previous view as the provider saw it, notice included
+    (what a provider's prompt cache can reuse)."""
     system_prompt_tokens: int = 0
     """Of ``view_tokens``, the system prompt the factory added (it is in no history message)."""
     overhead_tokens: int = 0

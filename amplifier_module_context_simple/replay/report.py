@@ -13,7 +13,8 @@ window less the output held back and the margin, capped by ``max_tokens``), as `
 * ``final_level``: the level of the last compaction (0: none), ``deepest_level`` the highest
   any reached (each request's ``level`` is the deepest reached up to it: the decisions in
   force carry it);
-* ``tokens_saved``: each request's history tokens less its view's, summed over the requests
+* ``tokens_saved``: each request's history tokens less its view's (the view's added system
+  prompt not counted: it is no history message), summed over the requests
   (what re-sending the whole history every time would have added); ``final_tokens_saved``
   the last request's;
 * ``max_utilisation`` / ``mean_utilisation``: ``request_tokens / request_budget`` over the
