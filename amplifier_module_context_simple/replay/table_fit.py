@@ -30,6 +30,7 @@ from rich import box as boxes
 from rich.box import Box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.constrain import Constrain
 from rich.table import Table
 from rich.text import Text
 
@@ -167,7 +168,7 @@ def _layout(
     def natural() -> int:
         return sum(extents[i].natural for i in shown) + _overhead(len(shown), box)
 
-    while natural() > width and order:
+    while natural() > width and order and len(shown) > 1:  # a table keeps one column
         shown.remove(order.pop(0)[1])
     dropped = [i for i in range(len(columns)) if i not in shown]
     room = width - _overhead(len(shown), box) - sum(extents[i].floor for i in shown)
@@ -217,8 +218,18 @@ class _FittedTable:
         footnote = self._footnote(layout.dropped)
         if layout.widths is None:
             yield from self._listed(console, options.max_width, layout.shown, footnote)
-        else:
-            yield self._table(layout.shown, layout.widths, footnote)
+            return
+        # The title and the footnote are as wide as the table (as Rich's own would be), but
+        # never narrower than a word of theirs: a narrow table does not cut a column's name.
+        width = sum(layout.widths) + _overhead(len(layout.shown), self.box)
+        if self.title:
+            title = Text.from_markup(self.title, style="table.title", justify="left")
+            yield Constrain(title, _annotation_width(title, width, options.max_width))
+        yield self._table(layout.shown, layout.widths)
+        if footnote is not None:
+            footnote.stylize("table.caption")
+            footnote.justify = "center"
+            yield Constrain(footnote, _annotation_width(footnote, width, options.max_width))
 
     def _footnote(self, dropped: Sequence[int]) -> Text | None:
         caption = Text.from_markup(self.caption) if self.caption else None
@@ -228,11 +239,8 @@ class _FittedTable:
         note = Text(f"{NOT_SHOWN}: {names} (see --json, or a wider COLUMNS)")
         return note if caption is None else Text("\n").join([caption, note])
 
-    def _table(self, shown: list[int], widths: list[int], footnote: Text | None) -> Table:
+    def _table(self, shown: list[int], widths: list[int]) -> Table:
         table = Table(
-            title=self.title,
-            title_justify="left",
-            caption=footnote,
             box=self.box,
             show_header=any(c.header for c in self.columns),
         )
@@ -277,6 +285,10 @@ class _FittedTable:
         if footnote is not None:
             footnote.stylize("table.caption")
             yield footnote
+
+
+def _annotation_width(text: Text, table: int, console: int) -> int:
+    return min(console, max([table, *_words([text.plain])]))
 
 
 def _entry(console: Console, pieces: list[Text], width: int, *, labelled: bool) -> Text:
