@@ -60,6 +60,7 @@ TABLES: dict[str, list[str]] = {
                 "peak of\nwindow", "refused", "budget"],
 }
 # fmt: on
+DROPPED = r"What each compaction dropped"
 FOOTNOTE = re.compile(r"not shown at this width: (.*?) \(see --json, or a wider COLUMNS\)")
 
 
@@ -161,7 +162,7 @@ def test_the_example_replay_fits(
     requests = found[r"Requests$"]
     assert_whole(requests, [r["view_tokens"] for r in example_json["requests"]], "view tok")
     assert_whole(requests, [f"{r['utilisation']:.0%}" for r in example_json["requests"]], "used")
-    drops = found[r"What each compaction dropped"]
+    drops = found[DROPPED]
     by_request: dict[int, list[dict[str, Any]]] = {}
     for d in example_json["drops"]:
         by_request.setdefault(d["request"], []).append(d)
@@ -177,14 +178,17 @@ def test_narrow_tables_name_what_they_leave_out(example: dict[int, str]) -> None
     narrow, wide = sections(example[60]), sections(example[120])
     assert "gap" in footnoted(narrow[r"What the window held"])
     assert "stubs" in footnoted(narrow[r"Requests$"])
-    assert {"change", "level"} <= set(footnoted(narrow[r"What each compaction dropped"]))
+    assert {"change", "level"} <= set(footnoted(narrow[DROPPED]))
     assert footnoted(wide[r"What the window held"]) == []
-    assert footnoted(wide[r"What each compaction dropped"]) == []
+    # A first line too long for its column ends in an ellipsis (not cut short unmarked).
+    cut = re.compile(r"\S…\s*$")
+    assert any(cut.search(line) for line in sections(example[80])[DROPPED].splitlines())
+    assert footnoted(wide[DROPPED]) == []
 
 
 def test_a_long_remark_wraps_instead_of_being_cut(example: dict[int, str]) -> None:
     for width in WIDTHS:
-        drops = flat(sections(example[width])[r"What each compaction dropped"])
+        drops = flat(sections(example[width])[DROPPED])
         assert re.search(r"… \d+ more \(\d+ left out, \d+ shortened\)", drops), width
 
 
