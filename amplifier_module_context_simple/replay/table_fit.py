@@ -130,9 +130,9 @@ def _words(texts: Iterable[str]) -> list[int]:
     return [cell_len(word) for t in texts for word in t.split()]
 
 
-def _extent(column: Column, cells: Sequence[Cell]) -> _Extent:
-    plain = [_text(c).plain for c in cells if not isinstance(c, Note)]
-    notes = [_text(c).plain for c in cells if isinstance(c, Note)]
+def _extent(column: Column, cells: Sequence[Cell], texts: Sequence[Text]) -> _Extent:
+    plain = [t.plain for c, t in zip(cells, texts, strict=True) if not isinstance(c, Note)]
+    notes = [t.plain for c, t in zip(cells, texts, strict=True) if isinstance(c, Note)]
     # Header words and a note's words are never broken: the narrowest the column gets.
     unbroken = max(
         [*_words([column.header]), *(min(w, _WORD_CAP) for w in _words(notes))], default=0
@@ -211,7 +211,12 @@ class _FittedTable:
         self.caption = caption
         self.box = box
         self.section_ends = section_ends
-        self.extents = [_extent(c, [r[i] for r in rows]) for i, c in enumerate(columns)]
+        # Parsed once: the markup of every cell is measured, then printed.
+        self.texts = [[_text(cell) for cell in row] for row in rows]
+        self.extents = [
+            _extent(c, [r[i] for r in rows], [t[i] for t in self.texts])
+            for i, c in enumerate(columns)
+        ]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         layout = _layout(self.columns, self.extents, options.max_width, self.box)
@@ -255,8 +260,8 @@ class _FittedTable:
                 no_wrap=c.kind != "text",
                 overflow="ellipsis" if c.kind == "preview" else "fold",
             )
-        for n, row in enumerate(self.rows):
-            table.add_row(*(_text(row[i]) for i in shown), end_section=n in self.section_ends)
+        for n, row in enumerate(self.texts):
+            table.add_row(*(row[i] for i in shown), end_section=n in self.section_ends)
         return table
 
     def _listed(
@@ -265,20 +270,20 @@ class _FittedTable:
         """The list form: per row ``first: header value; header value``, each ``header
         value`` kept on one line where it fits one."""
         if self.title:
-            yield Text(self.title, style="table.title")
-        for row in self.rows:
+            yield Text.from_markup(self.title, style="table.title")
+        for row, texts in zip(self.rows, self.texts, strict=True):
             pieces: list[Text] = []
             labelled = False  # the first column's cell leads: "req 25: pos 2; ..."
             for i in shown:
                 cell = row[i]
-                text = Text(" ").join(_text(cell).split("\n"))
+                text = Text(" ").join(texts[i].split("\n"))
                 if not text.plain.strip():
                     continue
                 if self.columns[i].kind == "preview" and not isinstance(cell, Note):
                     text.truncate(_LIST_PREVIEW, overflow="ellipsis")
                 header = " ".join(self.columns[i].header.split())
-                named = isinstance(cell, Note) or not header
-                pieces.append(text if named else Text(f"{header} ") + text)
+                bare = isinstance(cell, Note) or not header  # a remark, or a headerless table
+                pieces.append(text if bare else Text(f"{header} ") + text)
                 labelled = labelled or i == shown[0]
             if pieces:
                 yield _entry(console, pieces, width, labelled=labelled)
