@@ -1,23 +1,17 @@
 """The command's tables: a replay's report, and one request's view (``inspect``).
 
-Every table fits the console it is printed on, 80 columns included, without cutting a number
-or a header: numeric columns never wrap, text columns wrap or ellipsize, headers break where
-they have a line break, and optional columns are left out (the caption says which) until the
-table's narrowest rendering fits. Output that is not a terminal is as wide as ``COLUMNS``
-says, else Rich's default of 80.
+Every table fits the console it is printed on by :mod:`.table_fit`'s rule (figures and headers
+whole, optional columns left out and named). Output that is not a terminal is as wide as
+``COLUMNS`` says, else Rich's default of 80.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.measure import Measurement
-from rich.table import Table
 
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
@@ -26,37 +20,11 @@ from .refusals import assess
 from .report import ReplayReport
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from .settings_text import render_settings
+from .table_fit import Column, fit_table
 from .view import ViewRow
 from .window_report import render_window_report
 
 __all__ = ["render_report", "render_view", "stdout_console"]
-
-
-def _build(
-    columns: Sequence[_Column],
-    rows: Sequence[Sequence[str]],
-    dropped: set[int],
-    slack: int | None,
-    caption: str | None,
-    table: dict[str, Any],
-) -> Table:
-    kept = [i for i in range(len(columns)) if i not in dropped]
-    built = Table(caption=caption, **table)
-    for i in kept:
-        c = columns[i]
-        width = None
-        if c.ellipsis is not None:
-            width = _ELLIPSIS_MIN + (min(slack, c.ellipsis - _ELLIPSIS_MIN) if slack else 0)
-        built.add_column(
-            c.header,
-            justify=c.justify,
-            no_wrap=True,
-            overflow="ellipsis" if c.ellipsis is not None else "fold",
-            width=width,
-        )
-    for row in rows:
-        built.add_row(*(row[i] for i in kept))
-    return built
 
 
 def render_report(console: Console, report: ReplayReport, *, show_requests: bool) -> None:
@@ -85,9 +53,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         f"{report.token_family or 'none given (conservative estimate; see --model)'}"
     )
     pairs = [
-        ("Requests (one before each assistant message)", f"{n:,}"),
+        ("Requests (before each assistant message)", f"{n:,}"),
         ("Compactions", _compactions_text(s)),
-        ("Budget used by the whole request, max / mean",
+        ("Budget used (whole request), max / mean",
          f"{s['max_utilisation']:.1%} / {s['mean_utilisation']:.1%} of {s['request_budget']:,}"),
         ("Largest request (view + overhead)", f"{s['peak_request_tokens']:,} tokens"),
         ("Largest view", f"{s['peak_view_tokens']:,} tokens"),
@@ -101,16 +69,14 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
     ]  # fmt: skip
-    table = Table(title="Summary", show_header=False, title_justify="left")
-    # The label gives way first (it wraps between words); the values stay on one line when
-    # the longest fits beside a narrow label, else they too wrap between words (never inside
-    # a figure).
-    widest = max(len(value) for _, value in pairs)
-    table.add_column(style="bold", overflow="fold")
-    table.add_column(justify="right", no_wrap=widest + _SUMMARY_LABEL_MIN <= console.width)
-    for label, value in pairs:
-        table.add_row(label, value)
-    console.print(table)
+    # The labels stay whole; the values wrap between words. Where that leaves the values too
+    # little room the table becomes a list, each value after its label.
+    columns = [
+        Column("", kind="word"),
+        Column("", kind="text", floor=_VALUE_FLOOR, justify="right"),
+    ]
+    rows = [[f"[bold]{escape(label)}[/]", escape(value)] for label, value in pairs]
+    console.print(fit_table(columns, rows, title="Summary", box=box.SQUARE))
     console.print(f"[dim]{_whole_request_note(report)}[/]")
     console.print(
         "[dim]Tokens not sent: each request's history less its view; the sum over the requests "
@@ -120,12 +86,12 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         console.print(f"[yellow]{_stricter_text(report, s['refused_within_budget'])}[/]")
     render_window_report(console, report, show_requests=show_requests)
     if report.compactions:
-        console.print(_compactions_table(console, report))
+        console.print(_compactions_table(report))
         console.print(f"[dim]{escape(levels_text())}[/]")
     else:
         console.print("No compaction: every view stayed under the trigger.")
     if show_requests:
-        console.print(_requests_table(console, report))
+        console.print(_requests_table(report))
     bad = next((r for r in report.requests if not r.valid), None)
     if bad is not None:
         console.print(
@@ -202,54 +168,10 @@ def stdout_console() -> Console:
     return _StdoutConsole(highlight=False)
 
 
-_UNBOUNDED = 100_000
-_ELLIPSIS_MIN = 12
-_SUMMARY_LABEL_MIN = 24
-"""Room for the summary's label column (and the borders) before its values may wrap."""
-
-
-@dataclass(frozen=True)
-class _Column:
-    header: str
-    """Line breaks in it are where the header may break: a header is never cut."""
-    numeric: bool = True
-    """Right-aligned figures; every cell breaks only at its own line breaks (or ellipsizes)."""
-    drop: int = 0
-    """0: always shown; otherwise optional, the lowest number left out first."""
-    ellipsis: int | None = None
-    """A text column cut to at most this width with an ellipsis (previews)."""
-    justify: Literal["left", "right"] = "right"
-
-
-def _fitted(
-    console: Console,
-    columns: Sequence[_Column],
-    rows: Sequence[Sequence[str]],
-    *,
-    caption: str | None = None,
-    **table: Any,
-) -> Table:
-    """A table of the columns that fit ``console``, dropping optional ones (lowest first)."""
-    order = sorted((c.drop, i) for i, c in enumerate(columns) if c.drop)
-    dropped: set[int] = set()
-    while True:
-        built = _build(columns, rows, dropped, None, caption, table)
-        # Rich keeps no_wrap columns whole only while the table's natural width fits (beyond
-        # that it shrinks every column evenly), so that width is what must fit; it is measured
-        # without the console's limit, which would clamp it to the width.
-        natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), built)
-        if natural.maximum <= console.width or not order:
-            break
-        dropped.add(order.pop(0)[1])
-    # The ellipsized column takes what room is left, up to its own limit.
-    slack = console.width - natural.maximum
-    if slack > 0:
-        built = _build(columns, rows, dropped, slack, caption, table)
-    if dropped:
-        names = ", ".join(" ".join(columns[i].header.split()) for i in sorted(dropped))
-        note = f"not shown at this width: {names} (see --json, or a wider COLUMNS)"
-        built.caption = f"{caption}; {note}" if caption else note
-    return built
+_CONTENT_WIDTH = 36
+"""The most the view's content preview takes."""
+_VALUE_FLOOR = 30
+"""The Summary's values get at least this beside labels that never wrap; below, a list."""
 
 
 def _budget_text(report: ReplayReport) -> str:
@@ -353,11 +275,11 @@ def _source_of(report: ReplayReport, name: str) -> str:
     return "flag"
 
 
-def _compactions_table(console: Console, report: ReplayReport) -> Table:
+def _compactions_table(report: ReplayReport) -> RenderableType:
     columns = [
-        _Column("#"), _Column("request"), _Column("level"),
-        _Column("view tokens\nbefore → after"), _Column("messages\nbefore → after", drop=3),
-        _Column("removed"), _Column("truncated", drop=2), _Column("stubbed", drop=1),
+        Column("#"), Column("request"), Column("level"),
+        Column("view tokens\nbefore → after"), Column("messages\nbefore → after", drop=3),
+        Column("removed"), Column("truncated", drop=2), Column("stubbed", drop=1),
     ]  # fmt: skip
     rows = [
         [
@@ -367,18 +289,17 @@ def _compactions_table(console: Console, report: ReplayReport) -> Table:
         ]
         for i, c in enumerate(report.compactions, 1)
     ]  # fmt: skip
-    return _fitted(console, columns, rows, title="Compactions", title_justify="left",
-                   box=box.SIMPLE_HEAD)  # fmt: skip
+    return fit_table(columns, rows, title="Compactions")
 
 
-def _requests_table(console: Console, report: ReplayReport) -> Table:
+def _requests_table(report: ReplayReport) -> RenderableType:
     columns = [
-        _Column("request"), _Column("history\nmsgs", drop=3), _Column("history\ntok", drop=5),
-        _Column("view\nmsgs", drop=4), _Column("view\ntok"), _Column("request\ntok", drop=8),
-        _Column("used"),
-        _Column("level"), _Column("left\nout", drop=6), _Column("shortened", drop=2),
-        _Column("stubs", drop=1), _Column("notice", numeric=False, drop=7),
-        _Column("ok", numeric=False),
+        Column("request"), Column("history\nmsgs", drop=3), Column("history\ntok", drop=5),
+        Column("view\nmsgs", drop=4), Column("view\ntok"), Column("request\ntok", drop=8),
+        Column("used"),
+        Column("level"), Column("left\nout", drop=6), Column("shortened", drop=2),
+        Column("stubs", drop=1), Column("notice", kind="word", drop=7),
+        Column("ok", kind="word"),
     ]  # fmt: skip
     rows: list[list[str]] = []
     for r in report.requests:
@@ -391,8 +312,8 @@ def _requests_table(console: Console, report: ReplayReport) -> Table:
             f"{r.request_tokens:,}", f"{r.utilisation:.0%}", str(r.level), str(r.left_out),
             str(r.shortened), str(r.stubs), "yes" if r.notice else "", flags or "ok",
         ])  # fmt: skip
-    return _fitted(
-        console, columns, rows, title="Requests", title_justify="left", box=box.SIMPLE_HEAD,
+    return fit_table(
+        columns, rows, title="Requests",
         caption="* compaction at this request; used: the whole request (request tok) of the "
         "request budget; ok: view valid and prefix-stable",
     )  # fmt: skip
@@ -415,11 +336,10 @@ def render_view(
         + ("" if record.host_valid is not None else " (host model check not run)")
     )
     columns = [
-        _Column("#"), _Column("hist"), _Column("tokens"), _Column("chars", drop=2),
-        _Column("role", numeric=False, justify="left"),
-        _Column("markers", numeric=False, justify="left", drop=3),
-        _Column("tool call ids", numeric=False, justify="left", drop=1),
-        _Column("content", numeric=False, justify="left", ellipsis=36),
+        Column("#"), Column("hist"), Column("tokens"), Column("chars", drop=2),
+        Column("role", kind="word"), Column("markers", kind="word", drop=3),
+        Column("tool call ids", kind="word", drop=1),
+        Column("content", kind="preview", ceiling=_CONTENT_WIDTH),
     ]  # fmt: skip
     rows = [
         [
@@ -429,8 +349,8 @@ def render_view(
         ]
         for row in rows_in
     ]  # fmt: skip
-    table = _fitted(
-        console, columns, rows, box=box.SIMPLE_HEAD,
+    table = fit_table(
+        columns, rows,
         caption="hist: position in the history (0-based); blank: added by the view; chars: "
         "text plus tool-call arguments",
     )  # fmt: skip

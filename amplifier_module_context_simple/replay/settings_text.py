@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from .report import ReplayReport
+from .table_fit import Column, fit_table
 
 __all__ = ["render_settings", "setting_value_text"]
 
@@ -25,16 +24,18 @@ def render_settings(console: Console, report: ReplayReport) -> None:
     settings: list[dict[str, Any]] = src.get("settings") or []
     if not settings:
         return
-    table = Table(title="Settings", title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("setting", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_column("from", no_wrap=True)
+    rows: list[list[str]] = []
     for s in settings:
         value = setting_value_text(s["value"])
         if s["name"] == "budget":
             value = _budget_value(report, s)
-        table.add_row(escape(s["name"]), escape(value), s["source"])
-    console.print(table)
+        rows.append([escape(s["name"]), escape(value), escape(s["source"])])
+    columns = [
+        Column("setting", kind="word"),
+        Column("value", kind="text"),
+        Column("from", kind="word"),
+    ]
+    console.print(fit_table(columns, rows, title="Settings"))
     for line in _session_lines(src):
         console.print(escape(line))
 

@@ -1,67 +1,22 @@
 """Rich tables for what the window held (:mod:`.payload`) and for cache reuse (:mod:`.cache_reuse`).
 
-Both fit the console's width: numbers and headers are never cut (numeric columns do not wrap);
-the optional columns are dropped, in a fixed order, until the table fits, and text columns
-wrap or end in an ellipsis.
+They fit the console by :mod:`.table_fit`'s rule: figures whole, optional columns left out
+(and named) in the order declared here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from .cache_reuse import CacheReport, CacheRequest, Difference
 from .payload import UsageComparison, WindowBreakdown
 from .space_parts import Part
+from .table_fit import Cell, Column, Note, fit_table
 
 __all__ = ["render_cache", "render_window"]
-
-
-@dataclass(frozen=True)
-class _Column:
-    header: str
-    optional: int
-    """0: always shown; otherwise the higher, the earlier it is dropped."""
-    numeric: bool = True
-
-
-def _width(column: _Column, cells: Sequence[str], *, natural: bool) -> int:
-    """The column's width: its longest cell, or for a text column that may wrap its longest
-    word (``natural`` False)."""
-    texts = [column.header, *cells]
-    if column.numeric or natural:
-        return max(len(t) for t in texts)
-    return max(len(word) for t in texts for word in t.split() or [""])
-
-
-def _fitted(
-    console: Console, title: str, caption: str, columns: Sequence[_Column], rows: list[list[str]]
-) -> Table:
-    """The table with the most columns that fit the console (optional ones dropped first)."""
-    cells = [[row[i] for row in rows] for i in range(len(columns))]
-    natural = [_width(c, cells[i], natural=True) for i, c in enumerate(columns)]
-    widths = [_width(c, cells[i], natural=False) for i, c in enumerate(columns)]
-    shown = list(range(len(columns)))
-    for level in sorted({c.optional for c in columns if c.optional}, reverse=True):
-        # Each column has one space of padding on either side, and the box one between;
-        # optional columns go before any text has to wrap.
-        if sum(natural[i] + 3 for i in shown) + 1 <= console.width:
-            break
-        shown = [i for i in shown if columns[i].optional != level]
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption)
-    for i in shown:
-        if columns[i].numeric:
-            table.add_column(columns[i].header, justify="right", no_wrap=True, min_width=widths[i])
-        else:
-            table.add_column(columns[i].header, overflow="fold", min_width=widths[i])
-    for row in rows:
-        table.add_row(*(escape(row[i]) for i in shown))
-    return table
 
 
 def _gap(comparison: UsageComparison | None) -> tuple[str, str, str]:
@@ -113,11 +68,13 @@ def render_window(
             "[yellow]The figures exclude what the transcript does not hold[/] (system prompt, "
             "tool definitions, injections): give --overhead TOKENS to count them"
         )
-    head = [_Column("overhead", 0)] if given else [_Column("system", 0), _Column("tools", 0)]
+    head = [Column("overhead")] if given else [Column("system"), Column("tools")]
+    # Left out first: what the categories table below shows for the last request (notice,
+    # output, free); last: the comparison with the provider, beside its figure.
     columns = [
-        _Column("req", 0), *head, _Column("msgs", 0), _Column("injected", 0),
-        _Column("notice", 5), _Column("free", 3), _Column("output", 4), _Column("ours", 0),
-        _Column("provider", 0), _Column("gap", 1), _Column("gap %", 0),
+        Column("req"), *head, Column("msgs"), Column("injected", drop=5),
+        Column("notice", drop=1), Column("free", drop=3), Column("output", drop=2),
+        Column("ours"), Column("provider"), Column("gap", drop=4), Column("gap %", drop=6),
     ]  # fmt: skip
 
     rows: list[list[str]] = []
@@ -135,7 +92,7 @@ def render_window(
             "; *: not recorded (the replayed view with the last recorded tool definitions; "
             "injections unknown)"
         )
-    console.print(_fitted(console, title, caption, columns, rows))
+    console.print(fit_table(columns, rows, title=title, caption=caption))
     _render_categories(console, numbers[-1], last, recorded=numbers[-1] not in marked)
     if numbers[-1] in marked:
         console.print(f"Request {numbers[-1]} was not recorded: its injections are unknown.")
@@ -157,59 +114,54 @@ def _render_parts(
     """One category's parts, largest first, each with its share of the category."""
     if len(parts) < 2:  # one part is the category itself
         return
-    shown = parts[:PARTS_SHOWN]
-    rows = [[p.name, f"{p.tokens:,}", f"{p.tokens / whole:.1%}" if whole else ""] for p in shown]
+
+    def share(tokens: int) -> str:
+        return f"{tokens / whole:.1%}" if whole else ""
+
+    rows: list[list[Cell]] = [
+        [escape(p.name), f"{p.tokens:,}", share(p.tokens)] for p in parts[:PARTS_SHOWN]
+    ]
     rest = parts[PARTS_SHOWN:]
     if rest:
         rest_tokens = sum(p.tokens for p in rest)
-        share = f"{rest_tokens / whole:.1%}" if whole else ""
-        rows.append([f"… {len(rest)} more", f"{rest_tokens:,}", share])
-    columns = [_Column(header, 0, numeric=False), _Column("tokens", 0), _Column("share", 1)]
+        rows.append([Note(f"… {len(rest)} more"), f"{rest_tokens:,}", share(rest_tokens)])
+    columns = [Column(header, kind="text"), Column("tokens"), Column("share", drop=1)]
     caption = f"each priced alone; together {sum(p.tokens for p in parts):,} (whole: {whole:,})"
-    # The title on its own line: a table as narrow as this one would wrap it.
-    console.print(f"[italic]Request {number}: {what} (largest first; all in --json)[/]")
-    console.print(_fitted(console, "", caption, columns, rows))
+    # The title on a line of its own: a table this narrow would wrap it to its own width.
+    console.print(f"Request {number}: {what} (largest first; all in --json)")
+    console.print(fit_table(columns, rows, caption=caption))
 
 
 def _render_categories(
     console: Console, number: int, b: WindowBreakdown, *, recorded: bool = True
 ) -> None:
-    table = Table(
-        title=f"Request {number}: the {b.context_window:,}-token window"
-        + ("" if recorded else " (not recorded: the replayed view, the last recorded tools)"),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
+    title = f"Request {number}: the {b.context_window:,}-token window" + (
+        "" if recorded else " (not recorded: the replayed view, the last recorded tools)"
     )
-    table.add_column("category", no_wrap=True)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("share", justify="right", no_wrap=True)
-    for label, tokens in b.categories():
-        table.add_row(label, f"{tokens:,}", f"{tokens / b.context_window:.1%}")
+    rows = [
+        [escape(label), f"{tokens:,}", f"{tokens / b.context_window:.1%}"]
+        for label, tokens in b.categories()
+    ]
     if b.over:
-        table.add_row("[red]over the window by[/]", f"{b.over:,}", "")
-    console.print(table)
+        rows.append(["[red]over the window by[/]", f"{b.over:,}", ""])
+    columns = [Column("category", kind="text"), Column("tokens"), Column("share")]
+    console.print(fit_table(columns, rows, title=title))
 
 
 def _render_injections(console: Console, number: int, b: WindowBreakdown) -> None:
     if not b.injections:
         console.print(f"No ephemeral injection in request {number}.")
         return
-    columns = [_Column("msg", 0), _Column("block", 0), _Column("after #", 0),
-               _Column("tokens", 0), _Column("first line", 0, numeric=False)]  # fmt: skip
+    columns = [Column("msg"), Column("block"), Column("after #"), Column("tokens"),
+               Column("first line", kind="preview")]  # fmt: skip
     rows = [
         [str(i.message_index), "whole" if i.block_index is None else str(i.block_index),
-         "" if i.position is None else str(i.position), f"{i.tokens:,}", i.first_line]
+         "" if i.position is None else str(i.position), f"{i.tokens:,}", escape(i.first_line)]
         for i in b.injections
     ]  # fmt: skip
-    # The first line is a preview: it ends in an ellipsis rather than wrap.
-    room = console.width - sum(_width(c, [r[k] for r in rows], natural=True) + 3
-                               for k, c in enumerate(columns[:-1])) - 4  # fmt: skip
-    room = max(room, len(columns[-1].header))
-    for row in rows:
-        row[-1] = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
     title = f"Request {number}: ephemeral injections (in the payload, not in the transcript)"
     caption = "after #: the transcript position it was appended to (blank: own message)"
-    console.print(_fitted(console, title, caption, columns, rows))
+    console.print(fit_table(columns, rows, title=title, caption=caption))
 
 
 def _reach(request: CacheRequest) -> str:
@@ -247,10 +199,9 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
             "No message token was served from the cache: every read covered tools and system only."
         )
     columns = [
-        _Column("req", 0), _Column("read", 0), _Column("wrote", 0), _Column("occupancy", 2),
-        _Column("cached", 3), _Column("covers", 1, numeric=False),
-        _Column("differs at", 0, numeric=False), _Column("hist", 0),
-        _Column("cause", 0, numeric=False),
+        Column("req"), Column("read"), Column("wrote"), Column("occupancy", drop=2),
+        Column("cached", drop=1), Column("covers", kind="word", drop=3),
+        Column("differs at", kind="word"), Column("hist"), Column("cause", kind="text"),
     ]  # fmt: skip
     rows: list[list[str]] = []
     first = report.requests[0].number
@@ -264,7 +215,7 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
             "" if r.occupancy is None else f"{r.occupancy:,}", f"{cached:.0%}", _reach(r),
             "(first)" if r.number == first else _where(d),
             "" if d is None or d.position is None else str(d.position),
-            "" if d is None else d.cause,
+            "" if d is None else escape(d.cause),
         ])  # fmt: skip
     title = "Cache reuse, per request (tokens)"
     caption = (
@@ -272,4 +223,4 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
         "before (msg M.B: the payload's message M, its content block B, both 0-based; none: it "
         "extends it); hist: transcript position"
     )
-    console.print(_fitted(console, title, caption, columns, rows))
+    console.print(fit_table(columns, rows, title=title, caption=caption))
