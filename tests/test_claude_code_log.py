@@ -406,6 +406,18 @@ def test_unusable_lines_are_named_and_the_rest_is_loaded(tmp_path: Path) -> None
         load_claude_code_log(path, strict=True)
 
 
+def test_a_call_without_an_id_is_left_out_and_named(tmp_path: Path) -> None:
+    log = Log().user("Go").response("msg_1", text("Running."), {"type": "tool_use", "name": "Bash"})
+    loaded = load_claude_code_log(log.response("msg_2", text("Done.")).write(tmp_path / "s.jsonl"))
+    assert roles(loaded) == ["user", "assistant", "assistant"]
+    assert loaded.messages[1]["content"] == [text("Running.")]
+    assert "tool_calls" not in loaded.messages[1]
+    assert [(e.line_number, e.reason.split(" (")[0]) for e in loaded.skipped] == [
+        (3, "1 tool_use block(s) without a string 'id' left out")
+    ]
+    assert_sendable(loaded.messages)
+
+
 def test_a_log_with_no_message_says_what_it_held(tmp_path: Path) -> None:
     log = Log().other("summary", summary="s", leafUuid="x").user("aside", isSidechain=True)
     path = log.write(tmp_path / "s.jsonl")
@@ -645,3 +657,90 @@ def test_generated_logs_replay_with_valid_views(
     assert summary["invalid_views"] == 0
     assert summary["host_check"] == "run"
     assert summary["host_invalid_views"] == 0
+
+
+# --- standard input and damaged logs -------------------------------------------------------
+
+
+def test_a_log_on_standard_input(tmp_path: Path) -> None:
+    text = session_log().write(tmp_path / "s.jsonl").read_text(encoding="utf-8")
+    piped = run("replay", "-", "--json", input=text)
+    assert piped.exit_code == 0, piped.stderr
+    source = json.loads(piped.stdout)["source"]
+    assert (source["name"], source["format"], source["recorded_requests"]) == (
+        "standard input",
+        "claude-code",
+        3,
+    )
+    # Anything else on standard input still goes to the transcript loader.
+    chat = '{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n'
+    other = run("replay", "-", "--json", input=chat)
+    assert json.loads(other.stdout)["source"]["format"] == "openai-chat"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**6) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=5,
+)
+_PLACES: list[tuple[str | int, ...]] = [
+    ("type",),
+    ("isSidechain",),
+    ("message",),
+    ("message", "id"),
+    ("message", "model"),
+    ("message", "usage"),
+    ("message", "usage", "input_tokens"),
+    ("message", "content"),
+    ("message", "content", 0),
+    ("message", "content", 0, "type"),
+    ("message", "content", 0, "content"),
+    ("message", "content", 0, "tool_use_id"),
+    ("message", "content", 0, "id"),
+    ("message", "content", 0, "input"),
+]
+
+
+def _damage(event: dict[str, Any], place: tuple[str | int, ...], value: Any) -> None:
+    """Put ``value`` at ``place`` in ``event`` where that place exists (else nothing)."""
+    target: Any = event
+    for step in place[:-1]:
+        if isinstance(step, int):
+            if not isinstance(target, list) or len(target) <= step:
+                return
+        elif not isinstance(target, dict) or step not in target:
+            return
+        target = target[step]
+    last = place[-1]
+    fits = isinstance(target, dict) and isinstance(last, str)
+    fits |= isinstance(target, list) and isinstance(last, int) and len(target) > last
+    if fits:
+        target[last] = value
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.sampled_from(_PLACES), _JSON), max_size=4))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_damaged_log_is_refused_or_replayed_never_an_internal_error(
+    tmp_path: Path, damage: list[tuple[int, tuple[str | int, ...], Any]]
+) -> None:
+    log = session_log()
+    for index, place, value in damage:
+        _damage(log.events[index % len(log.events)], place, value)
+    path = log.write(tmp_path / "s.jsonl")
+    try:
+        loaded = load_claude_code_log(path)
+    except TranscriptError:
+        refused = run("replay", str(path))
+        assert refused.exit_code == 1, refused.stderr
+        return
+    assert loaded.messages
+    replayed = run("replay", str(path), "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    # A damaged block may make views the host refuses (a signed thinking block is sent as it
+    # is): the report says so; it is not the loader's to mend.
+    document = json.loads(replayed.stdout)
+    assert document["summary"]["messages"] == len(loaded.messages)

@@ -35,15 +35,22 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .session_dir import RecordedRequest, RecordedUsage
 from .transcripts import LineError, TranscriptError, normalise_tool_call
 
-__all__ = ["FORMAT", "LoadedLog", "is_claude_code_log", "load_claude_code_log"]
+__all__ = [
+    "FORMAT",
+    "LoadedLog",
+    "is_claude_code_log",
+    "load_claude_code_log",
+    "looks_like_claude_code_log",
+    "parse_claude_code_log",
+]
 
 FORMAT = "claude-code"
 SYNTHETIC_MODEL = "<synthetic>"
@@ -90,34 +97,41 @@ class LoadedLog:
 
 
 def is_claude_code_log(path: Path) -> bool:
-    """Whether ``path`` reads as a Claude Code log: among its first lines that are JSON
-    objects, none has a ``role`` and one has a string ``type`` beside Claude Code's event keys
-    (``sessionId``, ``uuid``, ...) or a ``message`` object."""
+    """Whether the file at ``path`` reads as a Claude Code log (see
+    :func:`looks_like_claude_code_log`)."""
     if not path.is_file():
         return False
-    seen = 0
-    found = False
     try:
         with path.open("rb") as stream:
-            for line in stream:
-                value = _object(line)
-                if value is None:
-                    continue
-                if "role" in value:
-                    return False
-                if isinstance(value.get("type"), str) and (
-                    _EVENT_KEYS & value.keys() or isinstance(value.get("message"), dict)
-                ):
-                    found = True
-                seen += 1
-                if seen >= _SNIFF_LINES:
-                    break
+            return looks_like_claude_code_log(stream)
     except OSError:
         return False
+
+
+def looks_like_claude_code_log(lines: Iterable[bytes | str]) -> bool:
+    """Whether ``lines`` read as a Claude Code log: among the first that are JSON objects,
+    none has a ``role`` (every message format the tool reads has one on each line) and one has
+    a string ``type`` beside Claude Code's event keys (``sessionId``, ``uuid``, ...) or a
+    ``message`` object. Only those first lines are read."""
+    seen = 0
+    found = False
+    for line in lines:
+        value = _object(line)
+        if value is None:
+            continue
+        if "role" in value:
+            return False
+        if isinstance(value.get("type"), str) and (
+            _EVENT_KEYS & value.keys() or isinstance(value.get("message"), dict)
+        ):
+            found = True
+        seen += 1
+        if seen >= _SNIFF_LINES:
+            break
     return found
 
 
-def _object(line: bytes) -> dict[str, Any] | None:
+def _object(line: bytes | str) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
@@ -128,7 +142,7 @@ def _object(line: bytes) -> dict[str, Any] | None:
 
 
 def load_claude_code_log(path: str | Path, *, strict: bool = False) -> LoadedLog:
-    """Load a Claude Code session log (see the module docstring).
+    """Load a Claude Code session log from a file (see the module docstring).
 
     A line that cannot be used (not JSON, not an object, a message event without a usable
     ``message``, a ``tool_result`` answering no earlier call) is listed in ``skipped`` with
@@ -136,20 +150,34 @@ def load_claude_code_log(path: str | Path, *, strict: bool = False) -> LoadedLog
     :class:`~.transcripts.TranscriptError` naming it.
     """
     path = Path(path).expanduser()
-    reader = _Reader()
     try:
         with path.open("rb") as stream:
-            for number, line in enumerate(stream, 1):
-                reason = reader.line(line)
-                if reason:
-                    if strict:
-                        raise TranscriptError(f"{path}: line {number}: {reason}")
-                    reader.skipped.append(LineError(number, reason))
+            return _load(stream, str(path), strict=strict)
     except OSError as exc:
         raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def parse_claude_code_log(
+    text: str, *, label: str = "standard input", strict: bool = False
+) -> LoadedLog:
+    """:func:`load_claude_code_log` for a log already read (standard input); ``label`` names
+    it in errors."""
+    # Split on "\n" only: JSON strings may hold U+2028 and friends unescaped.
+    return _load(text.split("\n"), label, strict=strict)
+
+
+def _load(lines: Iterable[bytes | str], label: str, *, strict: bool) -> LoadedLog:
+    reader = _Reader()
+    for number, line in enumerate(lines, 1):
+        reason = reader.line(line)
+        if reason:
+            if strict:
+                raise TranscriptError(f"{label}: line {number}: {reason}")
+            reader.skipped.append(LineError(number, reason))
     if not reader.messages:
         raise TranscriptError(
-            f"{path} has no user or assistant message of the main conversation ({reader.summary()})"
+            f"{label} has no user or assistant message of the main conversation "
+            f"({reader.summary()})"
         )
     return LoadedLog(
         messages=reader.messages,
@@ -181,7 +209,7 @@ class _Reader:
         self._open_id: str | None = None
         self._wire_at = 0  # the open assistant message's place in ``wire``
 
-    def line(self, raw: bytes) -> str:
+    def line(self, raw: bytes | str) -> str:
         """Take one line; return why it is unusable ("" when it was taken or skipped quietly)."""
         if not raw.strip():
             return ""
@@ -195,7 +223,7 @@ class _Reader:
             return f"expected a JSON event object, got {type(value).__name__}"
         event: dict[str, Any] = value
         kind = event.get("type")
-        if kind not in _MESSAGE_TYPES:
+        if not isinstance(kind, str) or kind not in _MESSAGE_TYPES:
             self.other_types[str(kind) if isinstance(kind, str) else "(no type)"] += 1
             return ""
         if event.get("isSidechain") is True:
@@ -216,6 +244,9 @@ class _Reader:
         blocks = _blocks(content)
         if blocks is None:
             return "assistant 'content' is neither text nor a list of blocks"
+        # A call with no id can be answered by no result: the host refuses it in any view.
+        unpaired = [b for b in blocks if b.get("type") == "tool_use" and not _has_id(b)]
+        blocks = [b for b in blocks if not any(b is u for u in unpaired)]
         response_id = message.get("id") if isinstance(message.get("id"), str) else None
         model = message.get("model") if isinstance(message.get("model"), str) else None
         usage = message.get("usage")
@@ -235,7 +266,7 @@ class _Reader:
             last = self.responses[-1]
             if last.counted and isinstance(usage, dict):
                 self.responses[-1] = replace(last, usage=_usage(usage))
-            return ""
+            return _unpaired_text(unpaired)
         stored_message: dict[str, Any] = {"role": "assistant", "content": stored, **stamp}
         if calls:
             stored_message["tool_calls"] = calls
@@ -254,7 +285,7 @@ class _Reader:
         self._wire_at = len(self.wire)
         self.wire.append({"role": "assistant", "content": list(blocks)})
         self._open, self._open_id = stored_message, response_id
-        return ""
+        return _unpaired_text(unpaired)
 
     # --- user ----------------------------------------------------------------------------
 
@@ -341,6 +372,19 @@ def _blocks(content: object) -> list[dict[str, Any]] | None:
     return blocks
 
 
+def _has_id(block: dict[str, Any]) -> bool:
+    return isinstance(block.get("id"), str) and bool(block["id"])
+
+
+def _unpaired_text(unpaired: list[dict[str, Any]]) -> str:
+    if not unpaired:
+        return ""
+    return (
+        f"{len(unpaired)} tool_use block(s) without a string 'id' left out (no result can "
+        "answer them); the rest of the line is kept"
+    )
+
+
 def _stored_block(block: dict[str, Any], call: dict[str, Any] | None) -> dict[str, Any]:
     """A content block as an Amplifier transcript stores it: a call as a ``tool_call``."""
     if call is None:
@@ -357,12 +401,11 @@ def _call(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_message(result: dict[str, Any], tool: str, stamp: dict[str, Any]) -> dict[str, Any]:
-    content = result.get("content")
     message: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": result["tool_use_id"],
         "name": tool,
-        "content": "" if content is None else content,
+        "content": _result_content(result.get("content")),
     }
     metadata = dict(stamp.get("metadata", {}))
     if result.get("is_error") is True:
@@ -372,6 +415,16 @@ def _tool_message(result: dict[str, Any], tool: str, stamp: dict[str, Any]) -> d
     if metadata:
         message["metadata"] = metadata
     return message
+
+
+def _result_content(content: object) -> str | list[Any]:
+    """A result's content as a message holds it: text or blocks as logged (images included),
+    anything else as its JSON text, so no result is refused or lost."""
+    if content is None:
+        return ""
+    if isinstance(content, str | list):
+        return cast("str | list[Any]", content)
+    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def _stamp(event: dict[str, Any]) -> dict[str, Any]:

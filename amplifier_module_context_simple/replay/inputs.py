@@ -15,6 +15,8 @@ and tokenizer family) and each response's usage; it records no system prompt or 
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,13 @@ import typer
 
 from .. import ContextConfig
 from .claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
-from .claude_code_log import LoadedLog, is_claude_code_log, load_claude_code_log
+from .claude_code_log import (
+    LoadedLog,
+    is_claude_code_log,
+    load_claude_code_log,
+    looks_like_claude_code_log,
+    parse_claude_code_log,
+)
 from .config_options import build_config
 from .errors import CliError, one_line
 from .example_session import generate_session
@@ -100,20 +108,21 @@ def prepare(options: SharedOptions) -> ReplayInput:
     """Validate the options and load the messages; every problem is a :class:`CliError`."""
     session: RecordedSession | None = None
     log: LoadedLog | None = None
+    if options.transcript is not None and (
+        options.seed is not None or options.messages is not None
+    ):
+        raise CliError("--seed and --messages only apply to the built-in example session")
+    piped = _stdin(options.transcript)
     if options.transcript is None:
         messages, source = _example(options)
-    elif options.transcript != "-" and is_claude_code_log(Path(options.transcript).expanduser()):
-        if options.seed is not None or options.messages is not None:
-            raise CliError("--seed and --messages only apply to the built-in example session")
-        log, session, source = _claude_code_log(options.transcript, strict=options.strict)
+    elif _is_log(options.transcript, piped):
+        log, session, source = _claude_code_log(options.transcript, piped, strict=options.strict)
         messages = log.messages
     else:
-        if options.seed is not None or options.messages is not None:
-            raise CliError("--seed and --messages only apply to the built-in example session")
         found = _session(options.transcript, strict=options.strict)
         session = found if found is not None and found.events is not None else None
         name = str(found.directory) if found is not None else options.transcript
-        messages, source = _transcript(name, strict=options.strict)
+        messages, source = _transcript(name, strict=options.strict, stdin=piped)
         source["name"] = "standard input" if name == "-" else options.transcript
         if found is not None and session is None and found.notes:
             # A directory with no events file to read: the transcript is replayed alone, and
@@ -196,13 +205,34 @@ def _session_source(
     }
 
 
+def _stdin(transcript: str | None) -> str | None:
+    """Standard input's text when it is what is replayed (``-``), else ``None``; read here
+    once, as both the log check and the loader need it."""
+    if transcript != "-":
+        return None
+    try:
+        return sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read standard input: {exc}") from None
+
+
+def _is_log(transcript: str, piped: str | None) -> bool:
+    if piped is not None:
+        return looks_like_claude_code_log(piped.split("\n"))
+    return transcript != "-" and is_claude_code_log(Path(transcript).expanduser())
+
+
 def _claude_code_log(
-    name: str, *, strict: bool
+    name: str, piped: str | None, *, strict: bool
 ) -> tuple[LoadedLog, RecordedSession, dict[str, Any]]:
-    """The log, a session standing for it in the settings (its model), and its source."""
+    """The log (``piped``: standard input's text), a session standing for it in the settings
+    (its model), and its source."""
     path = Path(name).expanduser()
     try:
-        log = load_claude_code_log(path, strict=strict)
+        if piped is not None:
+            log = parse_claude_code_log(piped, strict=strict)
+        else:
+            log = load_claude_code_log(path, strict=strict)
     except TranscriptError as exc:
         raise CliError(one_line(str(exc))) from None
     _warn_skipped(log.skipped)
@@ -212,7 +242,7 @@ def _claude_code_log(
         model=log.model, budget_event=None, usages=[], request_count=log.request_count,
     )  # fmt: skip
     source: dict[str, Any] = {
-        "name": name,
+        "name": "standard input" if piped is not None else name,
         "format": CLAUDE_CODE_FORMAT,
         "messages": len(log.messages),
         "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in log.skipped],
@@ -245,9 +275,12 @@ def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, An
     return generate_session(count, seed=seed), source
 
 
-def _transcript(transcript: str, *, strict: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _transcript(
+    transcript: str, *, strict: bool, stdin: str | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     try:
-        loaded = load_transcript(transcript, strict=strict)
+        text = None if stdin is None else io.StringIO(stdin)
+        loaded = load_transcript(transcript, strict=strict, stdin=text)
     except TranscriptError as exc:
         # A name that is no file may have been meant as a session id: say where ids were looked for.
         raise CliError(not_found_text(transcript) or one_line(str(exc))) from None

@@ -47,7 +47,7 @@ _AMPLIFIER_BLOCKS = SIGNED_THINKING_TYPES | CALL_BLOCK_TYPES
 RECOGNISED_FORMATS = (
     "recognised: an Amplifier transcript.jsonl, an Amplifier session directory (or its id), "
     "OpenAI-chat JSONL, and a Claude Code session log (~/.claude/projects/<project>/"
-    "<session>.jsonl, read from a file, not standard input)"
+    "<session>.jsonl)"
 )
 """What the replay tool reads, for the error that refuses something else."""
 RAW_ARGUMENTS_KEY = "_raw"
