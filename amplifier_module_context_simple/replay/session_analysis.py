@@ -14,7 +14,8 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
   report says the figures exclude whatever was not given.
 * Usage recorded without a payload (a Claude Code log: ``RecordedRequest.messages_only``):
   the categories are the replayed view's, as for a bare transcript, with the provider's
-  figure beside them; the cache is followed over the messages the log shows were sent.
+  figure beside them; the cache is followed over the messages the log shows were sent
+  (``log_cache``).
 * A request the session did not record, after requests it did (the events file ends early: a
   crashed or still-running session): the categories are the replayed view's, its system
   prompt apart, with the last recorded request's tool definitions carried over (the replay's
@@ -33,6 +34,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
+from .log_cache import MessagesCacheTracker
 from .payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
 from .session_dir import RecordedRequest
 from .view import is_notice
@@ -103,6 +105,7 @@ class WindowAnalysis:
         self._overhead = overhead
         self._history = history  # the manager's list: it grows as the replay goes
         self._cache = CacheTracker(history, family=family)
+        self._log_cache = MessagesCacheTracker(family=family)
         self._recorded = 0
         self._usage_only = 0  # requests with recorded usage and no payload (messages_only)
         self._tools = 0  # the last recorded request's tool definitions
@@ -146,7 +149,7 @@ class WindowAnalysis:
             )
             comparison = compare(found, recorded.usage)
             if recorded.usage is not None:  # a synthetic message: no request reached the cache
-                self._cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
+                self._log_cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
             self.entries.append(WindowEntry(request, found, comparison, recorded=False))
             return self._overhead or 0
         if recorded is not None:
@@ -207,7 +210,9 @@ class WindowAnalysis:
     @property
     def cache(self) -> CacheReport | None:
         """The provider's cache over the recorded requests (``None``: nothing recorded)."""
-        return self._cache.report() if self._recorded or self._usage_only else None
+        if self._usage_only:
+            return self._log_cache.report()
+        return self._cache.report() if self._recorded else None
 
 
 def cache_json(report: CacheReport) -> dict[str, Any]:
