@@ -346,6 +346,10 @@ def test_meta_and_compact_summary_users_are_messages(tmp_path: Path) -> None:
     assert sent[1][0]["content"][0]["text"].startswith("This session is being continued")
     document = run_json("replay", str(path))
     assert document["cache"]["requests"][1]["break"] is True
+    assert document["cache"]["requests"][1]["cause"] == "compaction"
+    # Its reading answered the summary onwards, not the whole history the replay's view holds.
+    notes = document["source"]["session_notes"]
+    assert any(n.startswith("1 recorded reading(s) not given to the replay's meter") for n in notes)
 
 
 def test_a_synthetic_assistant_message_is_kept_without_usage(tmp_path: Path) -> None:
@@ -744,3 +748,40 @@ def test_a_damaged_log_is_refused_or_replayed_never_an_internal_error(
     # is): the report says so; it is not the loader's to mend.
     document = json.loads(replayed.stdout)
     assert document["summary"]["messages"] == len(loaded.messages)
+
+
+def long_session(responses: int) -> Log:
+    """One task of ``responses`` tool calls, each read returning ~1,500 characters, its usage
+    what the provider would report: a 3,000-token system prompt and the conversation so far
+    (about four characters a token), the previous request read from the cache."""
+    log = Log().user("Read every file and summarise them.")
+    sent, previous = 3_000 + 10, 0
+    for n in range(1, responses + 1):
+        call = f"toolu_{n:03d}"
+        log.response(
+            f"msg_{n:03d}",
+            tool_use(call, "Read", file_path=f"/p/f{n}.py"),
+            usage=usage_of(3, sent - previous - 3, previous, 40),
+        )
+        output = f"{n}: " + "def f(x): return x * 2  # a line of code\n" * 36
+        log.results(result(call, output))
+        previous, sent = sent, sent + 60 + len(output) // 4
+    return log.response(
+        "msg_end", text("All read."), usage=usage_of(3, sent - previous, previous, 9)
+    )
+
+
+def test_usage_after_the_views_part_from_the_log_is_kept_from_the_meter(tmp_path: Path) -> None:
+    # The log's usage answered the whole conversation; once the replay's views leave messages
+    # out, a reading paired with them would show an overhead that is not there.
+    path = long_session(100).write(tmp_path / "s.jsonl")
+    document = run_json(
+        "replay", str(path), "--context-window", "40000", "--max-output-tokens", "4000"
+    )
+    # Every ~22 requests, as the history grows back (fed every reading: 37, one per request
+    # from the 64th on).
+    assert [c["request"] for c in document["compactions"]] == [47, 69, 91]
+    withheld = [n for n in document["source"]["session_notes"] if "not given to the" in n]
+    assert len(withheld) == 1
+    # Every reading still reaches the report.
+    assert all(w["provider"] is not None for w in document["window_by_category"])

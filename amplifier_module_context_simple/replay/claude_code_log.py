@@ -93,7 +93,14 @@ class LoadedLog:
         messages the log shows it sent (no system prompt, no tools: ``messages_only``)."""
         for number, r in enumerate(self._responses, 1):
             payload = {"messages": self._wire[r.start : r.end]}
-            yield RecordedRequest(number, r.model, payload, r.usage, messages_only=True)
+            yield RecordedRequest(
+                number,
+                r.model,
+                payload,
+                r.usage,
+                messages_only=True,
+                sent_whole_history=r.start == 0,
+            )
 
 
 def is_claude_code_log(path: Path) -> bool:
