@@ -198,7 +198,8 @@ async def replay(
                 )  # fmt: skip
                 previous_prefix = view
                 if feed is not None:
-                    await feed.after(manager, pending)
+                    whole = not (record.left_out or record.shortened or record.stubs)
+                    await feed.after(manager, pending, view_whole=whole and not record.notice)
                 if stop_at is not None and record.request == stop_at:
                     report.repairs = _count_kinds(repairs)
                     report.simulated_cost = simulated.cost()

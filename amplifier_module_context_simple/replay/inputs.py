@@ -7,17 +7,32 @@ A session directory (or a session id) that has an events file is replayed with t
 own settings: its recorded context config, its model's window and tokenizer family, and its
 recorded requests (system prompt and usage, fed to the engine by :meth:`ReplayInput.recorded`).
 Flags override key by key; ``source["settings"]`` says where each setting came from.
+
+A Claude Code session log (found by :func:`.claude_code_log.is_claude_code_log`, no flag
+needed) is replayed the same way with what it records: its model (so the model table's window
+and tokenizer family) and each response's usage; it records no system prompt or tools.
 """
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from .. import ContextConfig
+from .claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
+from .claude_code_log import (
+    LoadedLog,
+    is_claude_code_log,
+    load_claude_code_log,
+    looks_like_claude_code_log,
+    parse_claude_code_log,
+)
 from .config_options import build_config
 from .errors import CliError, one_line
 from .example_session import generate_session
@@ -31,7 +46,7 @@ from .session_dir import (
 )
 from .session_settings import describe_settings, resolve_settings
 from .simulation import EXAMPLE_WINDOW, Window, build_window
-from .transcripts import TranscriptError, load_transcript
+from .transcripts import LineError, TranscriptError, load_transcript
 
 __all__ = [
     "EXAMPLE_MESSAGES",
@@ -73,6 +88,8 @@ class ReplayInput:
     window: Window | None
     session: RecordedSession | None = None
     """The recorded session whose settings and requests the replay uses, if any."""
+    log: LoadedLog | None = None
+    """A Claude Code log's requests (its usage), when that is what is replayed."""
     token_family: str | None = None
     settings: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """``{"name", "value", "source"}`` per setting (also ``source["settings"]``, to which the
@@ -82,21 +99,30 @@ class ReplayInput:
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
+        if self.log is not None:
+            return self.log.requests()
         return self.session.requests() if self.session is not None else None
 
 
 def prepare(options: SharedOptions) -> ReplayInput:
     """Validate the options and load the messages; every problem is a :class:`CliError`."""
     session: RecordedSession | None = None
+    log: LoadedLog | None = None
+    if options.transcript is not None and (
+        options.seed is not None or options.messages is not None
+    ):
+        raise CliError("--seed and --messages only apply to the built-in example session")
+    piped = _stdin(options.transcript)
     if options.transcript is None:
         messages, source = _example(options)
+    elif _is_log(options.transcript, piped):
+        log, session, source = _claude_code_log(options.transcript, piped, strict=options.strict)
+        messages = log.messages
     else:
-        if options.seed is not None or options.messages is not None:
-            raise CliError("--seed and --messages only apply to the built-in example session")
         found = _session(options.transcript, strict=options.strict)
         session = found if found is not None and found.events is not None else None
         name = str(found.directory) if found is not None else options.transcript
-        messages, source = _transcript(name, strict=options.strict)
+        messages, source = _transcript(name, strict=options.strict, stdin=piped)
         source["name"] = "standard input" if name == "-" else options.transcript
         if found is not None and session is None and found.notes:
             # A directory with no events file to read: the transcript is replayed alone, and
@@ -126,7 +152,10 @@ def prepare(options: SharedOptions) -> ReplayInput:
         raise CliError(str(exc)) from None
     settings = [s.as_json() for s in describe_settings(resolved, config, window)]
     source["settings"] = settings
-    if session is not None:
+    if log is not None:
+        source["session_notes"] = [*source["session_notes"], *resolved.warnings]
+        session = None  # its settings are taken; its requests come from the log
+    elif session is not None:
         source.update(_session_source(session, resolved.ignored_keys, resolved.warnings))
     for warning in resolved.warnings:
         typer.echo(f"context-simple: warning: {warning}", err=True)
@@ -134,7 +163,7 @@ def prepare(options: SharedOptions) -> ReplayInput:
     if options.overhead is not None and options.overhead < 0:
         raise CliError(f"--overhead must be 0 or more; got {options.overhead}")
     return ReplayInput(
-        messages, source, config, window, session, family, settings, overhead=options.overhead
+        messages, source, config, window, session, log, family, settings, overhead=options.overhead
     )
 
 
@@ -176,6 +205,61 @@ def _session_source(
     }
 
 
+def _stdin(transcript: str | None) -> str | None:
+    """Standard input's text when it is what is replayed (``-``), else ``None``; read here
+    once, as both the log check and the loader need it."""
+    if transcript != "-":
+        return None
+    try:
+        return sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read standard input: {exc}") from None
+
+
+def _is_log(transcript: str, piped: str | None) -> bool:
+    if piped is not None:
+        return looks_like_claude_code_log(piped.split("\n"))
+    return transcript != "-" and is_claude_code_log(Path(transcript).expanduser())
+
+
+def _claude_code_log(
+    name: str, piped: str | None, *, strict: bool
+) -> tuple[LoadedLog, RecordedSession, dict[str, Any]]:
+    """The log (``piped``: standard input's text), a session standing for it in the settings
+    (its model), and its source."""
+    path = Path(name).expanduser()
+    try:
+        if piped is not None:
+            log = parse_claude_code_log(piped, strict=strict)
+        else:
+            log = load_claude_code_log(path, strict=strict)
+    except TranscriptError as exc:
+        raise CliError(one_line(str(exc))) from None
+    _warn_skipped(log.skipped)
+    session = RecordedSession(
+        directory=path.parent, transcript=path, metadata={}, events=None,
+        context_module=None, context_config={}, provider_module=None, provider_config={},
+        model=log.model, budget_event=None, usages=[], request_count=log.request_count,
+    )  # fmt: skip
+    source: dict[str, Any] = {
+        "name": "standard input" if piped is not None else name,
+        "format": CLAUDE_CODE_FORMAT,
+        "messages": len(log.messages),
+        "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in log.skipped],
+        "recorded_requests": log.request_count,
+        "session_notes": list(log.notes),
+    }
+    return log, session, source
+
+
+def _warn_skipped(skipped: list[LineError]) -> None:
+    for error in skipped[:SHOWN_SKIPPED_LINES]:
+        typer.echo(f"context-simple: warning: skipped {error}", err=True)
+    if len(skipped) > SHOWN_SKIPPED_LINES:
+        more = len(skipped) - SHOWN_SKIPPED_LINES
+        typer.echo(f"context-simple: warning: skipped {more} more line(s)", err=True)
+
+
 def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     seed = EXAMPLE_SEED if options.seed is None else options.seed
     count = EXAMPLE_MESSAGES if options.messages is None else options.messages
@@ -191,9 +275,12 @@ def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, An
     return generate_session(count, seed=seed), source
 
 
-def _transcript(transcript: str, *, strict: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _transcript(
+    transcript: str, *, strict: bool, stdin: str | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     try:
-        loaded = load_transcript(transcript, strict=strict)
+        text = None if stdin is None else io.StringIO(stdin)
+        loaded = load_transcript(transcript, strict=strict, stdin=text)
     except TranscriptError as exc:
         # A name that is no file may have been meant as a session id: say where ids were looked for.
         raise CliError(not_found_text(transcript) or one_line(str(exc))) from None
@@ -204,9 +291,5 @@ def _transcript(transcript: str, *, strict: bool) -> tuple[list[dict[str, Any]],
         "messages": len(loaded.messages),
         "skipped_lines": skipped,
     }
-    for error in loaded.skipped[:SHOWN_SKIPPED_LINES]:
-        typer.echo(f"context-simple: warning: skipped {error}", err=True)
-    if len(loaded.skipped) > SHOWN_SKIPPED_LINES:
-        more = len(loaded.skipped) - SHOWN_SKIPPED_LINES
-        typer.echo(f"context-simple: warning: skipped {more} more line(s)", err=True)
+    _warn_skipped(loaded.skipped)
     return loaded.messages, source

@@ -59,8 +59,9 @@ _TRANSCRIPT = _Parameter(
     Annotated[
         str | None,
         typer.Argument(
-            help="transcript.jsonl, a session directory, OpenAI-style chat JSONL, or - for "
-            "stdin. Omit it to replay the built-in example session.",
+            help="transcript.jsonl, a session directory, OpenAI-style chat JSONL, a Claude Code "
+            "session log (~/.claude/projects/*/*.jsonl), or - for stdin. Omit it to replay the "
+            "built-in example session.",
             show_default=False,
         ),
     ],

@@ -5,9 +5,11 @@ Before request k the manager's system prompt factory returns recorded request k'
 recorded its ``tools``, the manager is told them through ``set_tool_definitions`` (the budget
 then holds them back as the live module, told the coordinator's mounted tools, would; a payload
 without ``tools`` leaves the last ones in force); after it, the recorded usage goes to the
-meter's ``llm:response`` handler, shaped as the host delivers it. The requests are
-consumed as the replay goes, so only one recorded payload is alive at a time. When the replay
-outlives the recording, the last system prompt stays and no usage follows.
+meter's ``llm:response`` handler, shaped as the host delivers it (a log of another agent's
+session: only while the view is the conversation that agent sent, see
+:meth:`RecordedFeed.after`). The requests are consumed as the replay goes, so only one
+recorded payload is alive at a time. When the replay outlives the recording, the last system
+prompt stays and no usage follows.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class RecordedFeed:
     def __init__(self, recorded: Iterable[RecordedRequest]) -> None:
         self._requests = iter(recorded)
         self.matched = 0
+        self.withheld = 0
+        """Recorded readings kept from the meter (see :meth:`after`)."""
         self._tools: list[Any] | None = None
 
     async def before(self, manager: SimpleContextManager) -> RecordedRequest | None:
@@ -48,9 +52,25 @@ class RecordedFeed:
             manager.set_tool_definitions(self._tools)
         return request
 
-    async def after(self, manager: SimpleContextManager, request: RecordedRequest | None) -> None:
-        """Deliver ``request``'s recorded usage to the meter, as the host's hook would."""
+    async def after(
+        self,
+        manager: SimpleContextManager,
+        request: RecordedRequest | None,
+        *,
+        view_whole: bool = True,
+    ) -> None:
+        """Deliver ``request``'s recorded usage to the meter, as the host's hook would.
+
+        ``view_whole``: the replayed view sent the whole history unchanged. A log's usage
+        (``messages_only``: another agent managed that context) answered what that agent sent;
+        it is given to the meter only while the view is that same conversation, since a
+        reading paired with another view teaches the meter an overhead that is not there (and
+        the next reading a bigger one: a compaction at every request).
+        """
         if request is None or request.usage is None:
+            return
+        if request.messages_only and not (view_whole and request.sent_whole_history):
+            self.withheld += 1
             return
         data: dict[str, Any] = {"usage": dict(request.usage.raw)}
         if request.model:
@@ -67,6 +87,15 @@ class RecordedFeed:
         recorded = self.matched + sum(1 for _ in self._requests) if complete else None
         summary = {"recorded": recorded, "replayed": replayed, "matched": self.matched}
         report.source["recorded_match"] = summary
+        if self.withheld:
+            note = (
+                f"{self.withheld:,} recorded reading(s) not given to the replay's meter: the "
+                "replayed view was not the conversation the session sent (after a compaction, "
+                "the replay's or the session's own), so they would teach it a false overhead; "
+                "they are still reported beside the views"
+            )
+            # A new list: a sweep replays the same source again.
+            report.source["session_notes"] = [*report.source.get("session_notes", []), note]
         if recorded is not None and recorded != replayed:
             warning = (
                 f"the session recorded {recorded} request(s) and the replay made {replayed}: "

@@ -12,6 +12,10 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
 * A bare transcript: the categories are the replayed view's, with ``--overhead`` (when
   given) standing for what the transcript cannot show, and being the request's overhead; the
   report says the figures exclude whatever was not given.
+* Usage recorded without a payload (a Claude Code log: ``RecordedRequest.messages_only``):
+  the categories are the replayed view's, as for a bare transcript, with the provider's
+  figure beside them; the cache is followed over the messages the log shows were sent
+  (``log_cache``).
 * A request the session did not record, after requests it did (the events file ends early: a
   crashed or still-running session): the categories are the replayed view's, its system
   prompt apart, with the last recorded request's tool definitions carried over (the replay's
@@ -30,6 +34,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
+from .log_cache import MessagesCacheTracker
 from .payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
 from .session_dir import RecordedRequest
 from .view import is_notice
@@ -102,7 +107,9 @@ class WindowAnalysis:
         self._overhead = overhead
         self._history = history  # the manager's list: it grows as the replay goes
         self._cache = CacheTracker(history, family=family)
+        self._log_cache = MessagesCacheTracker(family=family)
         self._recorded = 0
+        self._usage_only = 0  # requests with recorded usage and no payload (messages_only)
         self._tools = 0  # the last recorded request's tool definitions
         self._notice: tuple[Mapping[str, Any], int] | None = None
         self.entries: list[WindowEntry] = []
@@ -130,6 +137,23 @@ class WindowAnalysis:
         notice = next(filter(is_notice, view), None)
         notice_tokens = 0 if notice is None else self._notice_tokens(notice)
         comparison = None
+        if recorded is not None and recorded.messages_only:
+            # Usage without a payload to measure: the window is the view's, as for a bare
+            # transcript, with the provider's figure beside it and its cache followed.
+            self._usage_only += 1
+            found = given_breakdown(
+                conversation=view_tokens - notice_tokens,
+                overhead=self._overhead or 0,
+                family=self._family,
+                context_window=window,
+                max_output=self._max_output,
+                notice_tokens=notice_tokens,
+            )
+            comparison = compare(found, recorded.usage)
+            if recorded.usage is not None:  # a synthetic message: no request reached the cache
+                self._log_cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
+            self.entries.append(WindowEntry(request, found, comparison, recorded=False))
+            return self._overhead or 0
         if recorded is not None:
             self._recorded += 1
             found = breakdown(
@@ -188,6 +212,8 @@ class WindowAnalysis:
     @property
     def cache(self) -> CacheReport | None:
         """The provider's cache over the recorded requests (``None``: nothing recorded)."""
+        if self._usage_only:
+            return self._log_cache.report()
         return self._cache.report() if self._recorded else None
 
 

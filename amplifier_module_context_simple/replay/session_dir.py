@@ -94,6 +94,13 @@ class RecordedRequest:
     payload: dict[str, Any]
     """The ``llm:request`` ``data["raw"]``: ``system``, ``tools``, ``messages``, ``max_tokens``."""
     usage: RecordedUsage | None
+    messages_only: bool = False
+    """The payload holds only the messages, rebuilt from a log that records no system prompt
+    and no tool definitions (a Claude Code log): the window figures are then the replayed
+    view's, and only the cache report reads the payload."""
+    sent_whole_history: bool = True
+    """The request sent the conversation from its first message. False: a Claude Code request
+    after Claude Code compacted, which sent its summary instead of what came before."""
 
 
 @dataclass(frozen=True)

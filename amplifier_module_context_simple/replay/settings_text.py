@@ -68,7 +68,9 @@ def _session_lines(src: dict[str, Any]) -> list[str]:
     if match:
         recorded = match["recorded"]
         of = f" of {recorded:,} recorded" if recorded is not None else ""
-        lines.append(f"Recorded system prompt and usage fed to {match['matched']:,}{of} request(s)")
+        # A Claude Code log records no system prompt: its usage is all that is fed.
+        what = "usage" if src.get("format") == "claude-code" else "system prompt and usage"
+        lines.append(f"Recorded {what} fed to {match['matched']:,}{of} request(s)")
     if src.get("ignored_config_keys"):
         keys = ", ".join(src["ignored_config_keys"])
         lines.append(f"Recorded config keys ignored (not context-simple settings): {keys}")

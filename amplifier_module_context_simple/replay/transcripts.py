@@ -1,6 +1,7 @@
 """Loading recorded conversations for the replay tool.
 
-Two line-per-message formats are read:
+Two line-per-message formats are read here (a Claude Code session log, one event per line, is
+read by :mod:`.claude_code_log`):
 
 * ``amplifier``: the ``transcript.jsonl`` an Amplifier session writes under
   ``~/.amplifier/projects/<slug>/sessions/<id>/``. System and developer messages are left out
@@ -33,6 +34,7 @@ from .._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
+    "RECOGNISED_FORMATS",
     "LineError",
     "LoadedTranscript",
     "TranscriptError",
@@ -42,6 +44,12 @@ __all__ = [
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 _AMPLIFIER_BLOCKS = SIGNED_THINKING_TYPES | CALL_BLOCK_TYPES
+RECOGNISED_FORMATS = (
+    "recognised: an Amplifier transcript.jsonl, an Amplifier session directory (or its id), "
+    "OpenAI-chat JSONL, and a Claude Code session log (~/.claude/projects/<project>/"
+    "<session>.jsonl)"
+)
+"""What the replay tool reads, for the error that refuses something else."""
 RAW_ARGUMENTS_KEY = "_raw"
 """Key under which call arguments that are not a JSON object are kept, as their JSON text."""
 
@@ -111,7 +119,8 @@ def load_transcript(
         raise TranscriptError(f"{label} is empty")
     if not messages:
         raise TranscriptError(
-            f"{label} has no usable message ({len(skipped)} line(s) skipped, first {skipped[0]})"
+            f"{label} has no usable message ({len(skipped)} line(s) skipped, first {skipped[0]}); "
+            f"{RECOGNISED_FORMATS}"
         )
     fmt = _detect_format(messages, named_transcript)
     return LoadedTranscript([_normalise(m, fmt) for m in messages], fmt, skipped)
