@@ -388,13 +388,16 @@ def test_cli_says_when_the_host_check_was_not_run(
     shown = run("replay", str(path))
     assert shown.exit_code == 0, shown.stderr
     shown_text = " ".join(shown.stdout.replace("│", " ").split())
-    assert "2 / 2 (check_view + host model; host refused 0)" in shown_text
+    assert (
+        "2 / 2 (the module's own check and amplifier-core's message model; the model refused 0)"
+        in shown_text
+    )
     _without_host(monkeypatch)
     result = run("replay", str(path))
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.replace("│", " ").split())
-    assert "Valid views 2 / 2 (check_view only; host model check not run: amplifier-core is not " \
-        "installed)" in out  # fmt: skip
+    assert "Valid views 2 / 2 (the module's own check only; amplifier-core's model not run: " \
+        "amplifier-core is not installed)" in out  # fmt: skip
     assert run_json("replay", str(path))["summary"]["host_check"] == HOST_CHECK_NOT_RUN
     inspected = run("inspect", str(path), "--at", "1")
     assert inspected.exit_code == 0, inspected.stderr

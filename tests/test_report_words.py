@@ -10,10 +10,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple._ladder import RUNGS
+from amplifier_module_context_simple.replay.cache_reuse import CAUSE_MEANINGS, CAUSES
 from amplifier_module_context_simple.replay.cli import app
 
 from .cli_runs import run, run_json
 from .test_session_dir import REAL_SESSION, make_session, needs_real_session, write_lines
+from .test_session_report import make_session as make_recorded  # its reminder moves
 
 
 def flat(text: str) -> str:
@@ -112,3 +114,23 @@ def test_where_a_request_differs_is_explained(tmp_path: Path) -> None:
         "differs at: where a request stops matching the one before (msg M.B: the payload's "
         "message M, its content block B, both 0-based; none: it extends it)" in out
     )
+
+
+def test_every_cache_break_cause_has_its_meaning() -> None:
+    assert set(CAUSE_MEANINGS) == set(CAUSES)
+
+
+def test_the_terms_of_a_recorded_session_report_are_explained(tmp_path: Path) -> None:
+    directory = str(make_recorded(tmp_path / "s"))
+    report = run_json("replay", directory)
+    text = wide("replay", directory)
+    causes = report["summary"]["cache_break_causes"]
+    assert causes, "the made session's reminder moves, so its cache breaks"
+    for cause in causes:
+        assert f"{cause}: {CAUSE_MEANINGS[cause]}" in text
+    assert report["budget"]["learned_overhead_tokens"] > 0
+    assert "(learned overhead: what the provider's readings counted beyond the view" in text
+    for term in ("Prefix-stable:", "Priced:", "At the markers:", "Tool results cut on arrival:"):
+        assert term in text
+    for jargon in ("check_view", "host refused", "ingress"):
+        assert jargon not in text

@@ -54,6 +54,7 @@ from .pricing import (
 
 __all__ = [
     "CAUSES",
+    "CAUSE_MEANINGS",
     "COMPACTION",
     "EDIT",
     "INJECTION_MOVED",
@@ -75,6 +76,15 @@ EDIT = "edit"
 SYSTEM_CHANGED = "system changed"
 TOOLS_CHANGED = "tools changed"
 CAUSES = (INJECTION_MOVED, COMPACTION, EDIT, SYSTEM_CHANGED, TOOLS_CHANGED)
+CAUSE_MEANINGS = {
+    INJECTION_MOVED: "text injected at the end of the previous request (a hook's reminder) is "
+    "gone or moved, so the provider reads everything after it again",
+    COMPACTION: "a compaction changed what the view sends at or after that point",
+    EDIT: "a message already sent changed",
+    SYSTEM_CHANGED: "the system prompt changed, so nothing after it could be read",
+    TOOLS_CHANGED: "the tool definitions changed, so nothing after them could be read",
+}
+"""Each cause in a reader's words, for the report's legend."""
 
 _MARKS = (TRUNCATION_MARKER.split("{", 1)[0], STUB_TEMPLATE.split("{", 1)[0])
 

@@ -67,7 +67,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         *_simulated_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
-        ("Tool results clipped at ingress", f"{s['ingress_truncations']:,}"),
+        ("Tool results cut on arrival", f"{s['ingress_truncations']:,}"),
     ]  # fmt: skip
     # The labels stay whole; the values wrap between words. Where that leaves the values too
     # little room the table becomes a list, each value after its label.
@@ -82,6 +82,8 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         "[dim]Tokens not sent: each request's history less its view; the sum over the requests "
         "is what re-sending the whole history every time would have added to the input.[/]"
     )
+    for note in _summary_words(s):
+        console.print(f"[dim]{note}[/]")
     if s["refused_within_budget"]:
         console.print(f"[yellow]{_stricter_text(report, s['refused_within_budget'])}[/]")
     render_window_report(console, report, show_requests=show_requests)
@@ -150,10 +152,32 @@ def _cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _host_note(summary: dict[str, Any]) -> str:
-    """What "valid" covered: check_view always, the host's model only where it is installed."""
+    """What "valid" covered: the module's own check always, the host's message model only
+    where amplifier-core is installed."""
     if summary["host_check"] != HOST_CHECK_RUN:
-        return f" (check_view only; host model check {summary['host_check']})"
-    return f" (check_view + host model; host refused {summary['host_invalid_views']:,})"
+        return f" (the module's own check only; amplifier-core's model {summary['host_check']})"
+    return (
+        " (the module's own check and amplifier-core's message model; the model refused "
+        f"{summary['host_invalid_views']:,})"
+    )
+
+
+def _summary_words(summary: dict[str, Any]) -> list[str]:
+    """One line per term of the Summary a reader cannot know, for the rows it has."""
+    words = [
+        "Prefix-stable: the view begins with the whole view before it, so a provider's prompt "
+        "cache can serve that much again.",
+        "Tool results cut on arrival: results longer than max_tool_result_bytes, stored cut "
+        "(the view never sends more of them).",
+    ]
+    if "priced_input_tokens" in summary or summary.get("simulated_cache"):
+        words.append(
+            "Priced: input tokens weighted by their price, in tokens at the model's base input "
+            "price (a cache read counts 0.1, a cache write 1.25); dollars from a dated price "
+            "table. At the markers: a cache that keeps entries only where the request places "
+            "its cache_control markers, as Anthropic's does."
+        )
+    return words
 
 
 class _StdoutConsole(Console):
@@ -193,6 +217,12 @@ def _budget_text(report: ReplayReport) -> str:
         room = f"min({room}, max_tokens {b['max_tokens']:,} ({_source_of(report, 'max_tokens')}))"
     first = report.initial_budget_event or b
     text += f"{' at the last request' if first != b else ''} = {room} - {_held_text(b)}"
+    if b.get("learned_overhead_tokens"):
+        text += (
+            "\n        (learned overhead: what the provider's readings counted beyond the view and "
+            "the tool definitions, such as injections and message framing, learned in steps of "
+            "256)"
+        )
     if first != b and first.get("effective_budget") != b.get("effective_budget"):
         learned = "" if first.get("learned_overhead_tokens") else ": no reading yet"
         text += (

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from .cache_reuse import CacheReport, CacheRequest, Difference
+from .cache_reuse import CAUSE_MEANINGS, CacheReport, CacheRequest, Difference
 from .payload import UsageComparison, WindowBreakdown
 from .space_parts import Part
 from .table_fit import Cell, Column, Note, fit_table
@@ -71,10 +71,15 @@ def render_window(
     head = [Column("overhead")] if given else [Column("system"), Column("tools")]
     # Left out first: what the categories table below shows for the last request (notice,
     # output, free); last: the comparison with the provider, beside its figure.
+    # With no provider figure at all (a bare transcript) the comparison columns would be empty.
+    provided = any(c is not None for c in compared)
+    comparison_columns = (
+        [Column("provider"), Column("gap", drop=4), Column("gap %", drop=6)] if provided else []
+    )
     columns = [
         Column("req"), *head, Column("msgs"), Column("injected", drop=5),
         Column("notice", drop=1), Column("free", drop=3), Column("output", drop=2),
-        Column("ours"), Column("provider"), Column("gap", drop=4), Column("gap %", drop=6),
+        Column("ours"), *comparison_columns,
     ]  # fmt: skip
 
     rows: list[list[str]] = []
@@ -83,10 +88,15 @@ def render_window(
         label = f"{number}*" if number in marked else str(number)
         rows.append([
             label, *system, f"{b.conversation:,}", f"{b.injected:,}", f"{b.notice:,}",
-            f"{b.free:,}", f"{b.max_output:,}", f"{b.used:,}", *_gap(comparison),
+            f"{b.free:,}", f"{b.max_output:,}", f"{b.used:,}",
+            *(_gap(comparison) if provided else ()),
         ])  # fmt: skip
     title = "What the window held, per request (tokens)"
-    caption = "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+    caption = (
+        "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+        if provided
+        else "no provider figure was recorded to compare with"
+    )
     if marked:
         caption += (
             "; *: not recorded (the replayed view with the last recorded tool definitions; "
@@ -219,8 +229,11 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
         ])  # fmt: skip
     title = "Cache reuse, per request (tokens)"
     caption = (
-        "covers: what the read served; differs at: where a request stops matching the one "
-        "before (msg M.B: the payload's message M, its content block B, both 0-based; none: it "
-        "extends it); hist: transcript position"
+        "occupancy: the prompt as the provider counted it (input + cache writes); covers: what "
+        "the read served; differs at: where a request stops matching the one before (msg M.B: "
+        "the payload's message M, its content block B, both 0-based; none: it extends it); "
+        "hist: transcript position"
     )
     console.print(fit_table(columns, rows, title=title, caption=caption))
+    for cause in report.causes():
+        console.print(f"[dim]{escape(cause)}: {escape(CAUSE_MEANINGS.get(cause, cause))}[/]")
