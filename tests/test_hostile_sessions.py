@@ -23,6 +23,8 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
 )
 
+from .provider_rules import provider_violations
+
 LINE = "src/parser.c:120: warning: implicit conversion loses precision\n"
 
 Msg = dict[str, Any]
@@ -214,6 +216,29 @@ async def test_a_prompt_after_a_left_out_reminder_keeps_its_place() -> None:
     assert tokens_of(view) <= 3_000
     # Main left it out too: mending read the left-out reminder as a gap before the prompt.
     assert "and also check the tests" in [m.get("content") for m in view]
+
+
+async def test_a_reminder_right_after_the_prompt_keeps_the_opening_thinking_round() -> None:
+    # A hook adds its note to the prompt; the turn's first round carries the thinking.
+    messages = [
+        prompt("first task"),
+        reminder("the prompt hook's note"),
+        thinking_call("c0"),
+        result("c0", text(1_200)),
+        parallel_call("c1", "c2"),
+        result("c1", text(1_200)),
+        result("c2", text(1_200)),
+        parallel_call("c3", "c4", "c5"),
+        *(result(f"c{i}", text(1_200)) for i in (3, 4, 5)),
+    ]
+    manager = await asked_before_every_answer(messages, 3_400)
+    view = await fitted(manager, 3_400)
+    # Main: the floor looked for the opener right after the prompt only, so the fit pass left
+    # the thinking round out and the turn went out opening with a round without thinking,
+    # which a provider with thinking on refuses.
+    assert provider_violations(view, history=manager.messages, thinking=True) == []
+    opener = next(m for m in view if m["role"] == "assistant")
+    assert opener["content"][0]["type"] == "thinking"
 
 
 # --- 2: every shape the module reads as a tool result is capped at ingress -------------------
