@@ -54,10 +54,19 @@ def protected_positions(
         # round carries the thinking block the request must start the final turn with. A
         # prompt typed right after a tool result merges into that round's user turn, so the
         # turn the provider checks may open before it: keep that prompt and its opener too.
+        # Hook reminders right after the prompt merge into its user turn: the opener is the
+        # first message past them.
         anchor = next((h for h in reversed(humans) if not follows_result(index, h)), humans[0])
         for prompt in {anchor, humans[-1]}:
-            opener = prompt + 1
-            if opener < len(facts) and facts[opener].role == "assistant" and facts[opener].thinking:
+            opener = next(
+                (
+                    p
+                    for p in range(prompt + 1, len(facts))
+                    if facts[p].role != "system" and not is_reminder(facts[p])
+                ),
+                None,
+            )
+            if opener is not None and facts[opener].role == "assistant" and facts[opener].thinking:
                 floor.update((prompt, opener))
     floor.update(index.loaded_tool_positions)
     floor.update(index.system_positions)

@@ -40,6 +40,23 @@ class WorkingPlan:
         """A position no rung may remove (it may still be shortened)."""
         self.short: dict[int, int] = {}
         """Estimated tokens of a shortened form, remembered from when it was planned."""
+        self._hide_results_of_left_out_calls()
+
+    def _hide_results_of_left_out_calls(self) -> None:
+        """Leave out every result whose call is left out: the render never shows one without
+        its call, so the plan must not count it as shown (or shortening it would seem to save
+        tokens the view never spent).
+
+        The rungs remove whole rounds, but two things leave such a result outside ``removed``:
+        a rewritten history whose change falls inside a left-out round (the decisions before
+        the change keep the call out, the results after it get no decision), and a late
+        result answering a call that was already left out.
+        """
+        removed, results_of = self.removed, self.index.pairing.results_of
+        for call in removed.intersection(results_of):
+            for result in results_of[call]:
+                if result not in removed:
+                    self.take_out(result)
 
     def locked(self, position: int) -> bool:
         """Whether removing ``position`` would undo a mending whose round is still shown."""

@@ -7,6 +7,7 @@ view must be instead: within the budget whenever the floor fits, and valid for `
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -21,6 +22,8 @@ from amplifier_module_context_simple import (
     check_view,
     estimate_message_tokens,
 )
+
+from .provider_rules import provider_violations
 
 LINE = "src/parser.c:120: warning: implicit conversion loses precision\n"
 
@@ -213,6 +216,29 @@ async def test_a_prompt_after_a_left_out_reminder_keeps_its_place() -> None:
     assert tokens_of(view) <= 3_000
     # Main left it out too: mending read the left-out reminder as a gap before the prompt.
     assert "and also check the tests" in [m.get("content") for m in view]
+
+
+async def test_a_reminder_right_after_the_prompt_keeps_the_opening_thinking_round() -> None:
+    # A hook adds its note to the prompt; the turn's first round carries the thinking.
+    messages = [
+        prompt("first task"),
+        reminder("the prompt hook's note"),
+        thinking_call("c0"),
+        result("c0", text(1_200)),
+        parallel_call("c1", "c2"),
+        result("c1", text(1_200)),
+        result("c2", text(1_200)),
+        parallel_call("c3", "c4", "c5"),
+        *(result(f"c{i}", text(1_200)) for i in (3, 4, 5)),
+    ]
+    manager = await asked_before_every_answer(messages, 3_400)
+    view = await fitted(manager, 3_400)
+    # Main: the floor looked for the opener right after the prompt only, so the fit pass left
+    # the thinking round out and the turn went out opening with a round without thinking,
+    # which a provider with thinking on refuses.
+    assert provider_violations(view, history=manager.messages, thinking=True) == []
+    opener = next(m for m in view if m["role"] == "assistant")
+    assert opener["content"][0]["type"] == "thinking"
 
 
 # --- 2: every shape the module reads as a tool result is capped at ingress -------------------
@@ -451,6 +477,84 @@ def test_decisions_before_a_position_keep_only_what_lies_before_it() -> None:
         relaxed=frozenset({2}),
     )
     assert decisions.before(7) is decisions  # nothing at or after 7: the same object
+
+
+def parallel_call(*call_ids: str) -> Msg:
+    """One assistant round calling ``call_ids`` at once."""
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_call", "id": i, "name": "read", "input": {"p": i}} for i in call_ids
+        ],
+        "tool_calls": [{"id": i, "tool": "read", "arguments": {"p": i}} for i in call_ids],
+    }
+
+
+async def asked_before_every_answer(messages: Sequence[Msg], budget: int) -> SimpleContextManager:
+    """Admit ``messages`` as an orchestrator does: a view before each assistant message, and
+    one for the prompt that ends them; every one of them within ``budget``."""
+    manager = SimpleContextManager()
+    for message in messages:
+        if message["role"] == "assistant":
+            assert tokens_of(await fitted(manager, budget)) <= budget
+        await manager.add_message(message)
+    assert tokens_of(await fitted(manager, budget)) <= budget
+    return manager
+
+
+def _left_out_parallel_round_session() -> list[Msg]:
+    # The parallel round (b1, b2) at positions 3-5 is left out before the last answer.
+    messages = [
+        prompt("first task"),
+        call("a"),
+        result("a", text(2_000)),
+        parallel_call("b1", "b2"),
+        result("b1", text(2_000)),
+        result("b2", text(2_000)),
+    ]
+    for i in range(4):
+        messages += [call(f"c{i}"), result(f"c{i}", text(2_000))]
+    return [
+        *messages,
+        answer("done"),
+        prompt("second task"),
+        call("d"),
+        result("d", text(2_000)),
+        answer("done too"),
+        prompt("third task"),
+    ]
+
+
+async def test_a_rewrite_inside_a_left_out_round_still_fits_the_budget() -> None:
+    manager = await asked_before_every_answer(_left_out_parallel_round_session(), 3_400)
+    assert {3, 4, 5} <= manager.decisions.removed
+    # The store now holds a hook reminder between b1's result and b2's (b2's moves to 6).
+    fresh = copy.deepcopy(manager.messages)
+    fresh.insert(5, reminder("the file watcher saw src/app.py change"))
+    manager.messages = fresh
+    view = await fitted(manager, 3_400)
+    # Main: 4,207 tokens on 3,400 (floor ~30). The decisions before the change kept b's call
+    # out, b2's result got none; the ladder then "shortened" that result, which is never sent
+    # without its call, counted ~3,200 tokens as saved and stopped with d's result whole.
+    assert tokens_of(view) <= 3_400
+    assert 6 in manager.decisions.removed, "b2's result goes where its call went"
+    assert 6 not in manager.decisions.truncated
+
+
+async def test_a_late_result_of_a_left_out_call_is_not_counted_as_saved() -> None:
+    # A cancelled call is left out as old history; later its result arrives after all.
+    messages = [prompt("first task"), call("c0"), prompt("never mind"), answer("ok")]
+    for i in range(1, 6):
+        messages += [call(f"c{i}"), result(f"c{i}", text(2_000))]
+    manager = await asked_before_every_answer([*messages, answer("done"), prompt("next")], 3_000)
+    assert 1 in manager.decisions.removed
+    for message in [result("c0", text(2_000)), call("d0"), result("d0", text(1_400))]:
+        await manager.add_message(message)
+    view = await fitted(manager, 3_000)
+    # Main: 3,079 tokens on 3,000 (floor ~30): shortening the late result, which is never
+    # sent without its call, "saved" ~3,200 tokens.
+    assert tokens_of(view) <= 3_000
+    assert 16 in manager.decisions.removed and 16 not in manager.decisions.truncated
 
 
 # --- 4: check_view accepts the views the module itself deliberately builds -------------------
