@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._ids import IdAssigner
-from ._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt
+from ._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt, result_ids
 from ._project import project
 from ._render import factory_replaces, is_factory_message
 from ._view_scan import Shape, ViewScan, makes_calls, merges, shape_of
@@ -188,7 +188,9 @@ class _HistoryFacts:
     """Position of the last human prompt (as stored, not as sent)."""
     opener: Mapping[str, Any] | None = None
     opener_sent: Mapping[str, Any] | None = None
-    """The message right after the last human prompt, as stored and as sent."""
+    """The first message after the last human prompt that is neither a system message nor a
+    hook reminder (both merge into the prompt's turn), as stored and as sent."""
+    seeking_opener: bool = False
 
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
@@ -210,8 +212,10 @@ class _HistoryFacts:
                 self.after_result.append(sent)
             self.last_prompt = position
             self.opener = self.opener_sent = None
-        elif self.last_prompt == position - 1:
+            self.seeking_opener = True
+        elif self.seeking_opener and not _merges_into_the_prompt(role, result):
             self.opener, self.opener_sent = message, sent
+            self.seeking_opener = False
         if role == "assistant":
             self.latest_assistant = sent
         if not merges(role, human, result):
@@ -324,14 +328,32 @@ def _check_turns(
         and opener.get("role") == "assistant"
         and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(opener))
     ):
-        # The position right after the view's last human prompt, if anything follows it.
+        # The first position past the view's last human prompt and what merges into it.
         last = scan.last_human
-        start = None if last is None or last + 1 >= len(view) else last + 1
+        start = None
+        if last is not None:
+            start = next(
+                (
+                    i
+                    for i in range(last + 1, len(view))
+                    if not _merges_into_the_prompt(
+                        view[i].get("role"),
+                        view[i].get("role") == "tool" or bool(result_ids(view[i])),
+                    )
+                ),
+                None,
+            )
         if start is None or not _same_payload(facts.opener_sent, view[start]):
             problems.append(
                 "the active turn does not open with the history's thinking assistant message"
             )
     return problems
+
+
+def _merges_into_the_prompt(role: object, result: bool) -> bool:
+    """A system message (lifted out of the conversation) or a hook reminder (a user message
+    that is no result): either joins the prompt's turn before its opener."""
+    return role == "system" or (role == "user" and not result)
 
 
 def _follows_a_result_in_history(

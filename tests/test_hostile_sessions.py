@@ -235,7 +235,9 @@ async def test_a_reminder_right_after_the_prompt_keeps_the_opening_thinking_roun
     view = await fitted(manager, 3_400)
     # Main: the floor looked for the opener right after the prompt only, so the fit pass left
     # the thinking round out and the turn went out opening with a round without thinking,
-    # which a provider with thinking on refuses.
+    # which a provider with thinking on refuses. The module's own check sees it too: the
+    # opener it looks for is past the reminder, not right after the prompt.
+    assert check_view(view, history=manager.messages) == []
     assert provider_violations(view, history=manager.messages, thinking=True) == []
     opener = next(m for m in view if m["role"] == "assistant")
     assert opener["content"][0]["type"] == "thinking"

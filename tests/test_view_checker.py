@@ -123,3 +123,40 @@ def test_a_sticky_replay_reports_a_problem_in_the_added_part() -> None:
     problems = checker.check([*sent[:49], stray], history[:49])
     assert any("'nowhere' does not directly follow" in p for p in problems)
     assert problems == check_view([*sent[:49], stray], history=history[:49])
+
+
+def _turn_with_a_reminder_after_the_prompt() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "user",
+            "content": "<system-reminder>a hook's note</system-reminder>",
+            "metadata": {"source": "hook"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "s"},
+                {"type": "tool_call", "id": "c0", "name": "read", "input": {}},
+            ],
+            "tool_calls": [{"id": "c0", "tool": "read", "arguments": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": "out 0"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c1", "name": "read", "input": {}}],
+            "tool_calls": [{"id": "c1", "tool": "read", "arguments": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "out 1"},
+    ]
+
+
+def test_the_active_turns_opener_is_found_past_a_reminder_after_the_prompt() -> None:
+    history = _turn_with_a_reminder_after_the_prompt()
+    sent = sent_forms(history)
+    assert check_view(sent, history=history) == []
+    # Without the thinking round the turn opens with a round a thinking provider refuses.
+    problems = check_view([*sent[:2], *sent[4:]], history=history)
+    assert any("does not open with the history's thinking" in p for p in problems), problems
+    checker = ViewChecker()
+    assert checker.check([*sent[:2], *sent[4:]], history) == problems
