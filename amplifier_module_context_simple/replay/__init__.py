@@ -12,20 +12,24 @@ Modules, by job:
 * ``options``: the options both commands share, declared once; ``config_options``: the
   context-config options, read from ``ContextConfig``'s fields, and the config they build.
 * ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
-  recorded session; ``example_session``: the seeded built-in session.
+  recorded session; ``claude_code_log``: reading a Claude Code session log into the same
+  shape, with its recorded usage; ``example_session``: the seeded built-in session.
 * ``session_dir``: reading a session directory (metadata, the events log streamed);
   ``known_windows``: the fallback table of model windows; ``session_settings``: each setting
   and where it came from; ``recorded_feed``: the recorded system prompts and usage fed to a
   replay; ``settings_text``: the report's Settings block.
 * ``payload``: what one recorded request held, by category, beside the provider's usage;
   ``payload_match``: the payload matched to the transcript (conversation or injection);
+  ``space_parts``: the tool definitions per tool and the system prompt per recorded part;
   ``cache_reuse``: cache reads and writes, and where each request first differs from the one
-  before; ``session_analysis``: both followed through a replay, request by request (and each
+  before; ``log_cache``: the same for a Claude Code log's rebuilt requests;
+  ``session_analysis``: both followed through a replay, request by request (and each
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
 * ``pricing``: a request's priced input (fresh tokens, cache writes, cache reads, each at its
   price) and the table of model prices; ``cache_simulation``: the cache a provider would keep,
-  simulated for a replay, and its priced cost; neither is shown in the report yet.
+  simulated for a replay, and its priced cost; ``replay_cache``: that simulation run over a
+  replay's views.
 * ``engine``: the replay itself; ``records``: one record per request and per compaction;
   ``report``: the report of them; ``host_check``: the host's
   message models as a second validity check; ``simulation``: the simulated provider window;
@@ -34,6 +38,7 @@ Modules, by job:
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).
-* ``output``: the Rich tables; ``findings_output``: the tables of drops, refusals and sweeps;
-  ``plot``: the ``--plot`` chart; ``errors``: the command's error.
+* ``table_fit``: the one rule every table fits the terminal by; ``output``: the Rich tables;
+  ``findings_output``: the tables of drops, refusals and sweeps; ``json_text``: the ``--json``
+  documents' text; ``plot``: the ``--plot`` chart; ``errors``: the command's error.
 """
