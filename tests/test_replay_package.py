@@ -68,3 +68,11 @@ def test_the_options_are_the_config_fields_that_carry_one() -> None:
         command_line_option("no_such_key")
     assert specs["compaction_notice_enabled"].flag == "--notice"
     assert specs["compact_threshold"].help == "Compact at this share of the budget [0.92]."
+
+
+def test_the_package_docstring_gives_every_module_its_job() -> None:
+    import amplifier_module_context_simple.replay as replay_package
+
+    listed = replay_package.__doc__ or ""
+    modules = sorted(p.stem for p in REPLAY_DIR.glob("*.py") if p.stem != "__init__")
+    assert [m for m in modules if f"``{m}``" not in listed] == []
