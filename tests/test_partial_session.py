@@ -136,6 +136,22 @@ def test_a_cut_inside_a_request_says_which_requests_were_not_recorded(tmp_path: 
     windows = document["window_by_category"]
     assert [w["recorded"] for w in windows] == [True, False, False, False]
     assert all("system prompt" in w["categories"] for w in windows)
+    # The Partial session line says how many were recorded: no warning repeats it.
+    assert not any("the replay made" in w["message"] for w in document["warnings"])
+
+
+def test_a_transcript_shorter_than_its_recording_is_warned_about(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s", turns=2)  # 4 requests recorded
+    transcript = directory / "transcript.jsonl"
+    lines = transcript.read_text(encoding="utf-8").splitlines(keepends=True)
+    assistants = [i for i, line in enumerate(lines) if '"assistant"' in line]
+    transcript.write_text("".join(lines[: assistants[2]]), encoding="utf-8")  # 2 requests
+    document = json.loads(run("replay", str(directory), "--json").stdout)
+    warned = [w["message"] for w in document["warnings"] if "the replay made" in w["message"]]
+    assert warned == [
+        "the session recorded 4 request(s) and the replay made 2: the first 2 were matched to "
+        "recorded system prompts and usage"
+    ]
 
 
 def test_an_events_file_without_requests_is_not_called_a_crash(tmp_path: Path) -> None:

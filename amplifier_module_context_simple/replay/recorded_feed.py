@@ -96,7 +96,10 @@ class RecordedFeed:
             )
             # A new list: a sweep replays the same source again.
             report.source["session_notes"] = [*report.source.get("session_notes", []), note]
-        if recorded is not None and recorded != replayed:
+        # Fewer recorded than replayed with the rest named as not recorded: the report's
+        # "Partial session" line says it already.
+        partial = recorded is not None and recorded < replayed and bool(report.not_recorded)
+        if recorded is not None and recorded != replayed and not partial:
             warning = (
                 f"the session recorded {recorded} request(s) and the replay made {replayed}: "
                 f"the first {self.matched} were matched to recorded system prompts and usage"
