@@ -141,14 +141,7 @@ class WindowAnalysis:
             # Usage without a payload to measure: the window is the view's, as for a bare
             # transcript, with the provider's figure beside it and its cache followed.
             self._usage_only += 1
-            found = given_breakdown(
-                conversation=view_tokens - notice_tokens,
-                overhead=self._overhead or 0,
-                family=self._family,
-                context_window=window,
-                max_output=self._max_output,
-                notice_tokens=notice_tokens,
-            )
+            found = self._given(view_tokens, notice_tokens, window)
             comparison = compare(found, recorded.usage)
             if recorded.usage is not None:  # a synthetic message: no request reached the cache
                 self._log_cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
@@ -184,18 +177,22 @@ class WindowAnalysis:
             self.entries.append(WindowEntry(request, found, None, recorded=False))
             return overhead
         else:
-            found = given_breakdown(
-                conversation=view_tokens - notice_tokens,
-                overhead=self._overhead or 0,
-                family=self._family,
-                context_window=window,
-                max_output=self._max_output,
-                notice_tokens=notice_tokens,
-            )
+            found = self._given(view_tokens, notice_tokens, window)
             overhead = self._overhead or 0
         entry = WindowEntry(request, replace(found, messages=()), comparison, recorded is not None)
         self.entries.append(entry)
         return overhead
+
+    def _given(self, view_tokens: int, notice_tokens: int, window: int) -> WindowBreakdown:
+        """The window of a view with no payload to measure: the view and the given overhead."""
+        return given_breakdown(
+            conversation=view_tokens - notice_tokens,
+            overhead=self._overhead or 0,
+            family=self._family,
+            context_window=window,
+            max_output=self._max_output,
+            notice_tokens=notice_tokens,
+        )
 
     def _notice_tokens(self, notice: Mapping[str, Any]) -> int:
         # A sticky notice is the same dict from request to request: estimated once.
