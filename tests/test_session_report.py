@@ -96,11 +96,13 @@ def make_session(
     inject: bool = True,
     tools: Callable[[int], list[dict[str, Any]] | None] = lambda _: TOOLS,
     system: list[dict[str, Any]] | None = None,
+    usage: Callable[[int, dict[str, Any]], dict[str, int]] | None = None,
 ) -> Path:
     """A session directory whose events hold one payload and one usage per request.
 
     ``tools``: request number -> the payload's ``tools`` (``None``: the payload has none);
-    ``system``: the payloads' system blocks (one short block by default).
+    ``system``: the payloads' system blocks (one short block by default); ``usage``: (request
+    number, payload) -> the usage recorded for it (``usage_for`` by default).
     """
     transcript = conversation(rounds)
     directory.mkdir(parents=True, exist_ok=True)
@@ -126,7 +128,8 @@ def make_session(
         events.append(
             {"event": "llm:request", "data": {"model": "claude-opus-4-8", "raw": payload}}
         )
-        events.append({"event": "llm:response", "data": {"usage": usage_for(number)}})
+        reading = usage(number, payload) if usage else usage_for(number)
+        events.append({"event": "llm:response", "data": {"usage": reading}})
     folder = directory / "context-intelligence"
     folder.mkdir()
     (folder / "events.jsonl").write_text(
@@ -361,3 +364,59 @@ def test_the_summary_and_the_settings_agree_on_where_the_budget_came_from(tmp_pa
         report = run_json("replay", directory, *flags)
         (setting,) = [s for s in report["source"]["settings"] if s["name"] == "budget"]
         assert report["summary"]["budget_source"] == setting["source"] == expected
+
+
+def _true_usage(overhead: int) -> Callable[[int, dict[str, Any]], dict[str, int]]:
+    """Usage as a provider would count the payload: its messages, system and tools, plus
+    ``overhead`` tokens of framing the estimate does not see."""
+
+    def usage(_: int, payload: dict[str, Any]) -> dict[str, int]:
+        family = "claude47"
+        counted = sum(estimate_message_tokens(m, family=family) for m in payload["messages"])
+        counted += estimate_message_tokens({"role": "system", "content": payload["system"]})
+        counted += estimate_tool_definitions(payload.get("tools", []), family)
+        return {"input_tokens": counted + overhead, "cache_write_tokens": 0, "output_tokens": 9}
+
+    return usage
+
+
+def test_a_replay_that_compacts_learns_no_overhead_from_what_it_left_out(tmp_path: Path) -> None:
+    # The session sent its whole history every time; a replay under a smaller cap compacts,
+    # and a reading of the whole history set beside its smaller view would look like overhead.
+    directory = str(make_session(tmp_path / "s", rounds=14, usage=_true_usage(1_000)))
+    whole = run_json("replay", directory)
+    assert whole["summary"]["compactions"] == 0
+    learned = whole["budget"]["learned_overhead_tokens"]
+    capped = run_json("replay", directory, "--max-tokens", "4000")
+    assert capped["summary"]["compactions"] > 0
+    assert capped["budget"]["learned_overhead_tokens"] <= learned + 256
+    notes = " ".join(capped["source"].get("session_notes", []))
+    assert "recorded reading(s) not given to the replay's meter" in notes
+
+
+def test_readings_after_the_sessions_own_compaction_teach_no_overhead(tmp_path: Path) -> None:
+    # The session compacted at request 7: from then on its payloads carry the notice and only
+    # the latest messages, so their readings are far below the whole history the replay sends.
+    directory = make_session(tmp_path / "s", rounds=14, usage=_true_usage(3_000))
+    events = directory / "context-intelligence" / "events.jsonl"
+    lines = [json.loads(line) for line in events.read_text(encoding="utf-8").splitlines()]
+    notice = {
+        "role": "user",
+        "content": '<system-reminder source="context-compaction">Earlier turns were left out.'
+        "</system-reminder>",
+    }
+    number, usage = 0, _true_usage(3_000)
+    for i, event in enumerate(lines):
+        if event["event"] == "llm:request":
+            number += 1
+            payload = event["data"]["raw"]
+            if number >= 7:
+                payload["messages"] = [payload["messages"][0], notice, *payload["messages"][-2:]]
+            lines[i + 1]["data"]["usage"] = usage(number, payload)
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines), encoding="utf-8")
+    replayed = run_json("replay", str(directory))
+    assert replayed["summary"]["compactions"] == 0  # the replay's own views stay whole
+    # Learned from the six readings of whole payloads; the later ones would have pulled it down.
+    assert replayed["budget"]["learned_overhead_tokens"] >= 3_000 - 256
+    notes = " ".join(replayed["source"].get("session_notes", []))
+    assert "recorded reading(s) not given to the replay's meter" in notes

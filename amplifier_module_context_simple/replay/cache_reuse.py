@@ -407,6 +407,9 @@ class CacheTracker:
         self._family = family
         self._previous: PayloadDigest | None = None
         self._requests: list[CacheRequest] = []
+        self.last_compacted = False
+        """The request added last carries the session's own compaction (its notice, a
+        truncation marker or a stub): its messages are no longer the whole history."""
 
     def add(
         self,
@@ -427,6 +430,7 @@ class CacheTracker:
             difference = first_difference(previous, current, compacted=compacted)
             shared = _shared_tokens(previous, difference)
         self._previous = current
+        self.last_compacted = any(m.marked for m in current.messages)
         read, written = (
             usage_figure(usage, "cache_read_tokens"),
             usage_figure(usage, "cache_write_tokens"),

@@ -199,7 +199,10 @@ async def replay(
                 previous_prefix = view
                 if feed is not None:
                     whole = not (record.left_out or record.shortened or record.stubs)
-                    await feed.after(manager, pending, view_whole=whole and not record.notice)
+                    await feed.after(
+                        manager, pending, view_whole=whole and not record.notice,
+                        sent_whole=not analysis.recorded_compacted,
+                    )  # fmt: skip
                 if stop_at is not None and record.request == stop_at:
                     report.repairs = _count_kinds(repairs)
                     report.simulated_cost = simulated.cost()

@@ -58,18 +58,21 @@ class RecordedFeed:
         request: RecordedRequest | None,
         *,
         view_whole: bool = True,
+        sent_whole: bool = True,
     ) -> None:
         """Deliver ``request``'s recorded usage to the meter, as the host's hook would.
 
-        ``view_whole``: the replayed view sent the whole history unchanged. A log's usage
-        (``messages_only``: another agent managed that context) answered what that agent sent;
-        it is given to the meter only while the view is that same conversation, since a
-        reading paired with another view teaches the meter an overhead that is not there (and
-        the next reading a bigger one: a compaction at every request).
+        ``view_whole``: the replayed view sent the whole history unchanged; ``sent_whole``:
+        so did the recorded request (its payload shows no compaction of the session's own).
+        A recorded reading answered what the session sent; it is given to the meter only
+        while the replayed view is that same conversation, the whole history on both sides,
+        since a reading paired with another view teaches the meter an overhead that is not
+        there (a replay under a smaller cap would learn the history it left out as overhead,
+        and compact again at the next request).
         """
         if request is None or request.usage is None:
             return
-        if request.messages_only and not (view_whole and request.sent_whole_history):
+        if not (view_whole and sent_whole and request.sent_whole_history):
             self.withheld += 1
             return
         data: dict[str, Any] = {"usage": dict(request.usage.raw)}

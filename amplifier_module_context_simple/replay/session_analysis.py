@@ -106,6 +106,9 @@ class WindowAnalysis:
         self._max_output = max_output
         self._overhead = overhead
         self._history = history  # the manager's list: it grows as the replay goes
+        self.recorded_compacted = False
+        """The request observed last was recorded after the session's own compaction (its
+        payload carries the notice, a truncation marker or a stub)."""
         self._cache = CacheTracker(history, family=family)
         self._log_cache = MessagesCacheTracker(family=family)
         self._recorded = 0
@@ -134,6 +137,7 @@ class WindowAnalysis:
         the conversation when earlier requests were recorded and this one was not.
         """
         window = self._window if self._window is not None else budget
+        self.recorded_compacted = False
         notice = next(filter(is_notice, view), None)
         notice_tokens = 0 if notice is None else self._notice_tokens(notice)
         comparison = None
@@ -159,6 +163,7 @@ class WindowAnalysis:
             )
             comparison = compare(found, recorded.usage)
             self._cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
+            self.recorded_compacted = self._cache.last_compacted
             overhead = found.tools + found.injected
             self._tools = found.tools
         elif self._recorded:
