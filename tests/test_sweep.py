@@ -67,14 +67,14 @@ def test_every_row_is_the_single_replay_with_that_setting(transcript: str) -> No
         single = _json("replay", transcript, *WINDOW, *flags)
         requests = single["requests"]
         assert row["compactions"] == single["summary"]["compactions"]
-        assert row["cache_breaks"] == sum(not r["prefix_stable"] for r in requests)
+        assert row["prefix_breaks"] == sum(not r["prefix_stable"] for r in requests)
         peak = max(r["view_tokens"] + r["overhead_tokens"] for r in requests)
         assert row["peak_tokens"] == peak
         assert row["peak_share"] == round(peak / 14_000, 4)
         assert row["share_of"] == SHARE_OF_WINDOW
         assert row["refused_views"] == single["summary"]["refused_views"]
         assert row["budget"] == single["summary"]["budget"]
-    assert len({(r["compactions"], r["cache_breaks"]) for r in rows}) > 1, "settings differ"
+    assert len({(r["compactions"], r["prefix_breaks"]) for r in rows}) > 1, "settings differ"
 
 
 def test_without_a_window_the_share_is_of_the_budget(transcript: str) -> None:
@@ -142,7 +142,7 @@ def test_the_sweep_table_fits_80_columns() -> None:
             setting={"compact_threshold": t, "target_usage": 0.45, "max_tokens": 1_000_000},
             requests=9,
             compactions=1_234,
-            cache_breaks=567,
+            prefix_breaks=567,
             peak_tokens=79_312,
             peak_share=0.0793,
             share_of=SHARE_OF_WINDOW,
@@ -157,7 +157,7 @@ def test_the_sweep_table_fits_80_columns() -> None:
     text = console.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())
     lines = text.splitlines()
-    assert lines[2].split() == ["compact", "target", "max", "cache", "peak", "of"]
+    assert lines[2].split() == ["compact", "target", "max", "prefix", "peak", "of"]
     assert lines[3].split() == [
         "threshold", "usage", "tokens", "compactions", "breaks", "window", "refused",
     ]  # fmt: skip

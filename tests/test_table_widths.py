@@ -59,7 +59,7 @@ TABLES: dict[str, list[str]] = {
     r"What this view left out": ["pos", "role", "call", "tokens", "left at", "level",
                                  "first line"],
     r"Sweep:": ["compact\nthreshold", "target\nusage", "max\ntokens", "priced\ninput",
-                "at the\nmarkers", "kept\nmean", "kept\nmin", "compactions", "cache\nbreaks",
+                "at the\nmarkers", "kept\nmean", "kept\nmin", "compactions", "prefix\nbreaks",
                 "peak of\nwindow", "refused", "budget"],
 }
 # fmt: on
@@ -273,7 +273,7 @@ def test_sweep_fits(width: int) -> None:
     assert_fits(text, width)
     table = assert_headers(text)[r"Sweep:"]
     for r in rows:
-        figures = [r["compactions"], r["cache_breaks"], r["refused_views"]]
+        figures = [r["compactions"], r["prefix_breaks"], r["refused_views"]]
         assert_whole(table, [*figures, f"{r['peak_share']:.1%}", r["setting"]["max_tokens"]], "s")
 
 

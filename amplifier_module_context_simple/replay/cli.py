@@ -343,7 +343,7 @@ def sweep_command(
 ) -> None:
     """Replay once per setting and compare, one row per combination of the listed values.
 
-    Rows cheapest first: priced input, history kept, compactions, cache breaks, peak, refusals.
+    Rows cheapest first: priced input, history kept, compactions, prefix breaks, peak, refusals.
     """
     given = {
         "compact_threshold": thresholds,

@@ -207,14 +207,14 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         *(Column(SWEPT_KEYS[k][0].removeprefix("--").replace("-", "\n", 1)) for k in keys),
         Column("priced\ninput", drop=5), Column("at the\nmarkers", drop=4),
         Column("kept\nmean", drop=3), Column("kept\nmin", drop=2), Column("compactions"),
-        Column("cache\nbreaks"), Column(f"peak of\n{share}"), Column("refused"),
+        Column("prefix\nbreaks"), Column(f"peak of\n{share}"), Column("refused"),
         Column("budget", drop=1),
     ]  # fmt: skip
     table_rows: list[list[Cell]] = [
         [
             *(_value(r.setting[k]) for k in keys), f"{r.priced_input_tokens:,.0f}",
             f"{r.priced_at_markers:,.0f}", f"{r.kept_mean:.1%}", f"{r.kept_min:.1%}",
-            f"{r.compactions:,}", f"{r.cache_breaks:,}", f"{r.peak_share:.1%}",
+            f"{r.compactions:,}", f"{r.prefix_breaks:,}", f"{r.peak_share:.1%}",
             f"{r.refused_views:,}", f"{r.budget:,}",
         ]
         for r in sorted(rows, key=lambda row: row.priced_input_tokens)

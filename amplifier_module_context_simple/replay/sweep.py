@@ -4,7 +4,7 @@ The swept keys (:data:`SWEPT_KEYS`: ``compact_threshold``, ``target_usage``, ``m
 ``compaction_notice_token_reserve``) each take a comma list; every combination of them (the
 cross product, at most :data:`MAX_ROWS`) is one replay whose config is the prepared one with the
 swept keys replaced (``dataclasses.replace``). Each row says what that setting did:
-compactions, cache breaks (views whose prefix is not the previous view's), the peak share of the
+compactions, prefix breaks (views whose prefix is not the previous view's), the peak share of the
 window (view plus overhead over the context window, or over the budget when no window is known:
 ``share_of`` says which), the views a provider would refuse (``refusals``), what the session's
 input costs through the simulated provider cache (``replay_cache``: base-price tokens, every
@@ -59,7 +59,7 @@ class SweepRow:
     """The swept keys and their values for this row."""
     requests: int
     compactions: int
-    cache_breaks: int
+    prefix_breaks: int
     """Views whose prefix is not the previous view's (``prefix_stable`` false)."""
     peak_tokens: int
     """The largest view plus its overhead."""
@@ -128,7 +128,7 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
         setting=dict(setting),
         requests=len(report.requests),
         compactions=len(report.compactions),
-        cache_breaks=sum(not r.prefix_stable for r in report.requests),
+        prefix_breaks=sum(not r.prefix_stable for r in report.requests),
         peak_tokens=peak,
         peak_share=round(peak / of, 4) if of else 0.0,
         share_of=SHARE_OF_WINDOW if window is not None else SHARE_OF_BUDGET,
