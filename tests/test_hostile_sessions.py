@@ -792,3 +792,20 @@ async def test_a_history_without_a_prompt_keeps_its_opening_thinking_round() -> 
     assert provider_violations(view, history=manager.messages, thinking=True) == []
     first = next(m for m in view if m["role"] == "assistant")
     assert first["content"][0]["type"] == "thinking"
+
+
+async def test_check_view_refuses_a_promptless_view_whose_opening_thinking_round_is_gone() -> None:
+    opening = call("c0")
+    opening["content"] = [
+        {"type": "thinking", "thinking": "Let me look.", "signature": "sig-c0"},
+        *opening["content"],
+    ]
+    manager = await manager_with([opening, result("c0", "ok"), call("c1"), result("c1", "ok")])
+    view = await manager.get_messages_for_request(token_budget=100_000)
+    assert check_view(view, history=manager.messages) == []
+    # Main passed the view without the opening round: it looked for an opener only after a
+    # human prompt.
+    problems = check_view(view[2:], history=manager.messages)
+    assert "the active turn does not open with the history's thinking assistant message" in (
+        problems
+    )
