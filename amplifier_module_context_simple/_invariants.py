@@ -189,8 +189,9 @@ class _HistoryFacts:
     opener: Mapping[str, Any] | None = None
     opener_sent: Mapping[str, Any] | None = None
     """The first message after the last human prompt that is neither a system message nor a
-    hook reminder (both merge into the prompt's turn), as stored and as sent."""
-    seeking_opener: bool = False
+    hook reminder (both merge into the prompt's turn), as stored and as sent; before any
+    prompt, the conversation's first such message (the active turn opens it)."""
+    seeking_opener: bool = True
 
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
@@ -331,11 +332,11 @@ def _check_turns(
         # The first position past the view's last human prompt and what merges into it.
         last = scan.last_human
         start = None
-        if last is not None:
+        if last is not None or facts.last_prompt is None:
             start = next(
                 (
                     i
-                    for i in range(last + 1, len(view))
+                    for i in range(0 if last is None else last + 1, len(view))
                     if not _merges_into_the_prompt(
                         view[i].get("role"),
                         view[i].get("role") == "tool" or bool(result_ids(view[i])),

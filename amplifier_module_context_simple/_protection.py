@@ -3,7 +3,8 @@
 The floor is what a provider needs to read the conversation at all: system messages, the
 first and latest human prompt, retained envelopes, an unanswered call with its tail, the
 latest assistant message when it carries thinking or calls, and the opening thinking round
-of the active turn. The rungs also keep the latest tool results and the rest of their turns.
+of the active turn (with no human prompt at all, the conversation's first round). The rungs
+also keep the latest tool results and the rest of their turns.
 """
 
 from __future__ import annotations
@@ -57,17 +58,20 @@ def protected_positions(
         # Hook reminders right after the prompt merge into its user turn: the opener is the
         # first message past them.
         anchor = next((h for h in reversed(humans) if not follows_result(index, h)), humans[0])
-        for prompt in {anchor, humans[-1]}:
-            opener = next(
-                (
-                    p
-                    for p in range(prompt + 1, len(facts))
-                    if facts[p].role != "system" and not is_reminder(facts[p])
-                ),
-                None,
-            )
-            if opener is not None and facts[opener].role == "assistant" and facts[opener].thinking:
-                floor.update((prompt, opener))
+        starts = {anchor, humans[-1]}
+    else:
+        starts = {-1}  # no prompt at all: the active turn opens the conversation
+    for prompt in starts:
+        opener = next(
+            (
+                p
+                for p in range(prompt + 1, len(facts))
+                if facts[p].role != "system" and not is_reminder(facts[p])
+            ),
+            None,
+        )
+        if opener is not None and facts[opener].role == "assistant" and facts[opener].thinking:
+            floor.update(p for p in (prompt, opener) if p >= 0)
     floor.update(index.loaded_tool_positions)
     floor.update(index.system_positions)
     if open_tail is not None:

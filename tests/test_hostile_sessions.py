@@ -767,3 +767,45 @@ async def test_a_measurement_that_is_not_a_mapping_is_unavailable(measurement: A
     result = await call(manager, OddCount(manager))
     assert result["outcome"] == "measurement_unavailable"
     assert await result["transaction"].commit() is True
+
+
+# --- 5: a history without a human prompt (a store rewritten without it) ----------------------
+
+
+async def test_a_history_without_a_prompt_keeps_its_opening_thinking_round() -> None:
+    # The store lost its only prompt: the whole history is one active turn, and with thinking
+    # on the provider reads it from its first round, which must still carry the thinking.
+    opening = call("c0")
+    opening["content"] = [
+        {"type": "thinking", "thinking": "Let me look.", "signature": "sig-c0"},
+        *opening["content"],
+    ]
+    messages = [{"role": "system", "content": "You are a careful coding agent."}, opening]
+    messages.append(result("c0", text(2_000)))
+    for i in range(1, 6):
+        messages += [call(f"c{i}"), result(f"c{i}", text(2_000))]
+    manager = await manager_with(messages)
+    view = await fitted(manager, 3_000)
+    # Main: the escalation left the opening round out (the floor looked for the opener only
+    # after a human prompt), and the view's final turn opened with c1's round, unsigned.
+    assert tokens_of(view) <= 3_000
+    assert provider_violations(view, history=manager.messages, thinking=True) == []
+    first = next(m for m in view if m["role"] == "assistant")
+    assert first["content"][0]["type"] == "thinking"
+
+
+async def test_check_view_refuses_a_promptless_view_whose_opening_thinking_round_is_gone() -> None:
+    opening = call("c0")
+    opening["content"] = [
+        {"type": "thinking", "thinking": "Let me look.", "signature": "sig-c0"},
+        *opening["content"],
+    ]
+    manager = await manager_with([opening, result("c0", "ok"), call("c1"), result("c1", "ok")])
+    view = await manager.get_messages_for_request(token_budget=100_000)
+    assert check_view(view, history=manager.messages) == []
+    # Main passed the view without the opening round: it looked for an opener only after a
+    # human prompt.
+    problems = check_view(view[2:], history=manager.messages)
+    assert "the active turn does not open with the history's thinking assistant message" in (
+        problems
+    )
