@@ -56,8 +56,9 @@ def protected_positions(
         # prompt typed right after a tool result merges into that round's user turn, so the
         # turn the provider checks may open before it: keep that prompt and its opener too.
         # Hook reminders right after the prompt merge into its user turn: the opener is the
-        # first message past them.
-        anchor = next((h for h in reversed(humans) if not follows_result(index, h)), humans[0])
+        # first message past them. When every prompt follows a round, none opens a turn of its
+        # own: the provider reads the active turn from the start of the conversation.
+        anchor = next((h for h in reversed(humans) if not follows_result(index, h)), -1)
         starts = {anchor, humans[-1]}
     else:
         starts = {-1}  # no prompt at all: the active turn opens the conversation

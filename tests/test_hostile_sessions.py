@@ -809,3 +809,28 @@ async def test_check_view_refuses_a_promptless_view_whose_opening_thinking_round
     assert "the active turn does not open with the history's thinking assistant message" in (
         problems
     )
+
+
+@pytest.mark.usefixtures("_quiet")
+async def test_a_prompt_after_an_unanswered_call_keeps_the_conversations_opening_thinking() -> None:
+    # The only prompt follows a call nobody answered: the view answers it with a placeholder,
+    # so the prompt merges into that round's user turn and, with thinking on, the provider
+    # reads the active turn from the conversation's first round.
+    def with_thinking(call_id: str) -> Msg:
+        message = call(call_id)
+        thought = {"type": "thinking", "thinking": "Let me look.", "signature": f"sig-{call_id}"}
+        message["content"] = [thought, *message["content"]]
+        return message
+
+    messages: list[Msg] = [{"role": "system", "content": "You are a careful coding agent."}]
+    messages += [with_thinking("c0"), result("c0", text(2_000))]
+    for i in range(1, 4):
+        messages += [call(f"c{i}"), result(f"c{i}", text(2_000))]
+    messages += [call("c4"), prompt("now the next step"), with_thinking("c5")]
+    messages += [result("c5", text(2_000)), call("c6"), result("c6", text(2_000))]
+    manager = await manager_with(messages)
+    view = await fitted(manager, 3_000)
+    # Main: the floor anchored the opener at that prompt, so the escalation left the opening
+    # round out and the final turn opened with c1's round, unsigned (anthropic-6).
+    assert tokens_of(view) <= 3_000
+    assert provider_violations(view, history=manager.messages, thinking=True) == []
