@@ -775,11 +775,7 @@ async def test_a_measurement_that_is_not_a_mapping_is_unavailable(measurement: A
 async def test_a_history_without_a_prompt_keeps_its_opening_thinking_round() -> None:
     # The store lost its only prompt: the whole history is one active turn, and with thinking
     # on the provider reads it from its first round, which must still carry the thinking.
-    opening = call("c0")
-    opening["content"] = [
-        {"type": "thinking", "thinking": "Let me look.", "signature": "sig-c0"},
-        *opening["content"],
-    ]
+    opening = thinking_call("c0")
     messages = [{"role": "system", "content": "You are a careful coding agent."}, opening]
     messages.append(result("c0", text(2_000)))
     for i in range(1, 6):
@@ -795,11 +791,7 @@ async def test_a_history_without_a_prompt_keeps_its_opening_thinking_round() -> 
 
 
 async def test_check_view_refuses_a_promptless_view_whose_opening_thinking_round_is_gone() -> None:
-    opening = call("c0")
-    opening["content"] = [
-        {"type": "thinking", "thinking": "Let me look.", "signature": "sig-c0"},
-        *opening["content"],
-    ]
+    opening = thinking_call("c0")
     manager = await manager_with([opening, result("c0", "ok"), call("c1"), result("c1", "ok")])
     view = await manager.get_messages_for_request(token_budget=100_000)
     assert check_view(view, history=manager.messages) == []
@@ -816,17 +808,11 @@ async def test_a_prompt_after_an_unanswered_call_keeps_the_conversations_opening
     # The only prompt follows a call nobody answered: the view answers it with a placeholder,
     # so the prompt merges into that round's user turn and, with thinking on, the provider
     # reads the active turn from the conversation's first round.
-    def with_thinking(call_id: str) -> Msg:
-        message = call(call_id)
-        thought = {"type": "thinking", "thinking": "Let me look.", "signature": f"sig-{call_id}"}
-        message["content"] = [thought, *message["content"]]
-        return message
-
     messages: list[Msg] = [{"role": "system", "content": "You are a careful coding agent."}]
-    messages += [with_thinking("c0"), result("c0", text(2_000))]
+    messages += [thinking_call("c0"), result("c0", text(2_000))]
     for i in range(1, 4):
         messages += [call(f"c{i}"), result(f"c{i}", text(2_000))]
-    messages += [call("c4"), prompt("now the next step"), with_thinking("c5")]
+    messages += [call("c4"), prompt("now the next step"), thinking_call("c5")]
     messages += [result("c5", text(2_000)), call("c6"), result("c6", text(2_000))]
     manager = await manager_with(messages)
     view = await fitted(manager, 3_000)
