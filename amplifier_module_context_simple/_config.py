@@ -114,6 +114,12 @@ def _fraction(*, allow_zero: bool) -> Callable[[str, object], float]:
     return check
 
 
+def _non_negative_number(key: str, value: object) -> float:
+    if not is_number(value) or not float(value) >= 0 or float(value) == float("inf"):
+        raise _fail(key, "a finite number >= 0", value)
+    return float(value)
+
+
 def _boolean(key: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise _fail(key, "true or false", value)
@@ -225,6 +231,22 @@ class ContextConfig:
         None,
         _optional_family,
         CommandLineOption("o200k, claude3 or claude47", default_text="from --model"),
+    )
+
+    escalate_at_turn_start: bool = _key(
+        True,
+        _boolean,
+        CommandLineOption("Escalate when a turn starts that would cross the trigger"),
+    )
+    cache_ttl_seconds: float = _key(
+        300.0,
+        _non_negative_number,
+        CommandLineOption("Provider cache lifetime in seconds (0: never escalate on a cold cache)"),
+    )
+    cold_cache_distance: float = _key(
+        0.15,
+        _fraction(allow_zero=True),
+        CommandLineOption("Cold cache: escalate within this share of the budget of the trigger"),
     )
 
     @classmethod

@@ -113,6 +113,13 @@ class CompactionStats:
     """The real-size figure the actual-mode trigger saw (None when nothing was measured)."""
     overhead_tokens: int | None = None
     """Modelled tokens of every request that are outside the context (tool definitions...)."""
+    reason: str | None = None
+    """Why it escalated (``_timing.ESCALATION_REASONS``)."""
+    at_turn_start: bool = False
+    """It came at a turn's first request (else inside a tool loop, or after a reminder)."""
+    thinking_blocks_after_edit: int = 0
+    """Thinking blocks the view shows after the first position it changed: what a model whose
+    thinking is bound to its prompt loses with this edit."""
 
     @classmethod
     def of_escalation(
@@ -132,6 +139,9 @@ class CompactionStats:
         relaxed: tuple[int, int] = (0, 0),
         measured_tokens: int | None = None,
         overhead_tokens: int | None = None,
+        reason: str | None = None,
+        at_turn_start: bool = False,
+        thinking_blocks_after_edit: int = 0,
     ) -> CompactionStats:
         """Figures of one escalation: (tokens, messages) before and after, and what it added."""
         removed = sorted(decisions.removed - previous.removed)
@@ -159,6 +169,9 @@ class CompactionStats:
             groups_removed=relaxed[1],
             measured_tokens=measured_tokens,
             overhead_tokens=overhead_tokens,
+            reason=reason,
+            at_turn_start=at_turn_start,
+            thinking_blocks_after_edit=thinking_blocks_after_edit,
         )
 
     def payload(self) -> dict[str, Any]:
@@ -186,4 +199,7 @@ class CompactionStats:
             },
             "measured_tokens": self.measured_tokens,
             "overhead_tokens": self.overhead_tokens,
+            "reason": self.reason,
+            "at_turn_start": self.at_turn_start,
+            "thinking_blocks_after_edit": self.thinking_blocks_after_edit,
         }

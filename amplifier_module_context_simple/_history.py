@@ -112,22 +112,33 @@ class HistoryIndex:
 
     def sync(self, messages: Sequence[Mapping[str, Any]], family: str | None) -> list[Facts]:
         """Bring the facts in line with ``messages``; returns the facts list."""
+        changed = self.reconcile(messages, family)
+        self.grow(messages, len(messages))
+        if changed is not None and self.on_rewrite is not None:
+            self.on_rewrite(changed)
+        return self.facts
+
+    def reconcile(self, messages: Sequence[Mapping[str, Any]], family: str | None) -> int | None:
+        """Keep the facts that still describe ``messages``, indexing nothing new; returns the
+        first rewritten position (the index then starts over) or None.
+
+        A family change starts over too, without a rewrite: the messages are the same.
+        """
         if family != self._family:
             self._family = family
             self.reset()
-        facts = self.facts
         changed = self._first_change(messages)
         if changed is not None:
-            # Something already indexed changed: rebuild, and tell the decisions from where
-            # on they describe messages that are no longer there.
+            # Something already indexed changed: rebuild; the caller tells the decisions from
+            # where on they describe messages that are no longer there (``on_rewrite``).
             self.reset()
-            facts = self.facts
-        for message in messages[len(facts) :]:
+        return changed
+
+    def grow(self, messages: Sequence[Mapping[str, Any]], stop: int) -> None:
+        """Index ``messages`` up to ``stop`` (a list ``reconcile`` has just accepted)."""
+        for message in messages[len(self.facts) : stop]:
             self._append(self._facts_for(message, len(self.facts)))
         self._indexed_list = messages
-        if changed is not None and self.on_rewrite is not None:
-            self.on_rewrite(changed)
-        return facts
 
     def _first_change(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """The first indexed position that no longer holds the message it was indexed from

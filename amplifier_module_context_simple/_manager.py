@@ -15,11 +15,12 @@ from ._config import ContextConfig
 from ._decisions import Decisions
 from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
-from ._ingress import admit
+from ._ingress import Clock, admit
 from ._meter import TokenMeter
 from ._planner import Planner
 from ._session import Pipeline, SessionState
 from ._system_prompt import SystemPromptFactory
+from ._thinking_loss import ThinkingLoss
 
 
 class SimpleContextManager:
@@ -64,18 +65,28 @@ class SimpleContextManager:
         token_meter: str = "estimate",
         max_tool_result_bytes: int = 131_072,
         token_family: str | None = None,
+        escalate_at_turn_start: bool = True,
+        cache_ttl_seconds: float = 300.0,
+        cold_cache_distance: float = 0.15,
         hooks: Any = None,
+        clock: Clock | None = None,
     ) -> None:
         # Every parameter but ``hooks`` is a ContextConfig field (tests/test_planner.py checks).
         config = ContextConfig.from_mapping({k: v for k, v in locals().items() if k in _KEYS})
         self.config = config
         self.hooks = hooks
+        self._clock = clock
+        """Admission's clock (None: the current UTC time): the timestamps the history records,
+        which the cold-cache rule reads."""
         self.messages: list[dict[str, Any]] = []
         self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
         self._index.on_rewrite = self._history_rewritten
         self._state = SessionState()
         self._planner = Planner(config, self._index)
         self._pipeline = Pipeline(self, self._planner, self._state)
+        self.thinking_loss = ThinkingLoss()
+        """What the provider reported of the thinking blocks prefix edits cost (``mount``
+        registers its handler for the provider's events)."""
 
     def __getattr__(self, name: str) -> Any:
         """The configuration keys, read from the one frozen record (``manager.max_tokens``)."""
@@ -88,7 +99,14 @@ class SimpleContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clips = admit(message, len(self.messages), self.config.max_tool_result_bytes)
+        stored, clips = admit(
+            message, len(self.messages), self.config.max_tool_result_bytes, clock=self._clock
+        )
+        state = self._state
+        if state.walked == len(self.messages):
+            # Appended to a history this manager has followed from its start: it plans (or
+            # chose not to plan) its own request points, none of them is walked again.
+            state.walked += 1
         self.messages.append(stored)
         for clip in clips:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
@@ -103,7 +121,10 @@ class SimpleContextManager:
             raise TypeError(
                 f"set_messages expects a list of messages, got {type(messages).__name__}"
             )
-        admitted = [admit(m, i, self.config.max_tool_result_bytes) for i, m in enumerate(messages)]
+        admitted = [
+            admit(m, i, self.config.max_tool_result_bytes, clock=self._clock)
+            for i, m in enumerate(messages)
+        ]
         self._reset_derived()
         self.messages = [stored for stored, _ in admitted]
         for _, clips in admitted:
@@ -233,7 +254,7 @@ class SimpleContextManager:
     def token_meter_stats(self) -> dict[str, Any] | None:
         """Meter statistics of the latest request (read-only copy)."""
         stats = self._state.meter_stats
-        return None if stats is None else dict(stats)
+        return None if stats is None else {**stats, **self.thinking_loss.stats()}
 
     @property
     def _last_token_meter_stats(self) -> dict[str, Any] | None:

@@ -55,6 +55,7 @@ __all__ = [
     "pair_messages",
     "read_block",
     "result_ids",
+    "thinking_blocks",
     "validate_message",
 ]
 
@@ -257,6 +258,12 @@ def has_thinking(message: Mapping[str, Any]) -> bool:
     if message.get("reasoning_content"):
         return True
     return any(block.get("type") in THINKING_BLOCK_TYPES for block in blocks(message))
+
+
+def thinking_blocks(message: Mapping[str, Any]) -> int:
+    """How many thinking blocks ``message`` carries (a ``reasoning_content`` text is one)."""
+    count = 1 if message.get("reasoning_content") else 0
+    return count + sum(1 for block in blocks(message) if block.get("type") in THINKING_BLOCK_TYPES)
 
 
 def has_image(message: Mapping[str, Any]) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "ForegroundUsageRecorder",
     "SizeModel",
     "TokenMeter",
+    "continue_result",
     "fit_size_model",
     "parse_usage_reading",
 ]
@@ -64,7 +65,7 @@ class ForegroundUsageRecorder(Protocol):
     def __call__(self, *, input_tokens: int, cache_write_tokens: int | None = 0) -> bool: ...
 
 
-def _continue_result() -> HookResult | dict[str, str]:
+def continue_result() -> HookResult | dict[str, str]:
     """A fresh "continue" result.
 
     amplifier-core is supplied by the host at run time and is not a dependency of this
@@ -213,7 +214,7 @@ class TokenMeter:
                     self._record(reading)
         except Exception:
             pass  # observability must never break a response
-        return _continue_result()
+        return continue_result()
 
     def claim_foreground_usage(self) -> ForegroundUsageRecorder:
         """Claim the count for the calling orchestrator and return its recorder.

@@ -26,6 +26,7 @@ from ._config import ContextConfig
 from ._events import EVENTS
 from ._manager import SimpleContextManager
 from ._meter import METER_EVENT, METER_HOOK_NAME, METER_HOOK_PRIORITY
+from ._thinking_loss import THINKING_BINDING_RETRY, THINKING_BLOCKS_DROPPED, THINKING_HOOK_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,12 @@ async def mount(
         )
         if callable(unregister):
             undo.append(unregister)
+        for event in (THINKING_BLOCKS_DROPPED, THINKING_BINDING_RETRY):
+            unregister = register(
+                event, manager.thinking_loss.on_event, name=f"{THINKING_HOOK_NAME}-{event}"
+            )
+            if callable(unregister):
+                undo.append(unregister)
     _register_capabilities(coordinator, manager)
     contribute = getattr(coordinator, "register_contributor", None)
     if callable(contribute):

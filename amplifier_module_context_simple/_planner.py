@@ -34,6 +34,7 @@ from __future__ import annotations
 
 __all__ = ["Planner", "request_plan"]
 
+import itertools
 from collections.abc import Generator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -58,6 +59,7 @@ from ._render import (
     system_part,
 )
 from ._system_prompt import SystemPrompt
+from ._timing import Timing, escalation_timing, moment_of, thinking_after
 from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
 
@@ -154,9 +156,22 @@ class Planner:
         protected_extra: frozenset[int] = frozenset(),
     ) -> Scope:
         """Index the history and fix what one request's views are built from."""
-        family = self.family(budget.model_name)
+        self.index.sync(messages, self.family(budget.model_name))
+        return self.scope_here(
+            budget, factory_text, epoch=epoch, retained=retained, protected_extra=protected_extra
+        )
+
+    def scope_here(
+        self,
+        budget: Budget,
+        factory_text: str | None,
+        *,
+        epoch: int = 0,
+        retained: frozenset[int] = frozenset(),
+        protected_extra: frozenset[int] = frozenset(),
+    ) -> Scope:
+        """The scope of a request over the history as indexed now (no sync)."""
         index = self.index
-        index.sync(messages, family)
         stored = [index.facts[i] for i in index.system_positions]
         systems = system_part(stored, self.system_prompt.message(factory_text))
         known = {id(f.sent): f.tokens for f in stored}
@@ -186,6 +201,11 @@ class Planner:
             retained=scope.retained,
             keep_chars=self.config.truncate_chars,
         )
+
+    def body_tokens(self, scope: Scope, decisions: Decisions) -> int:
+        """The estimate of the body ``render`` would give, without building its list (a
+        scope with no open tail and nothing retained)."""
+        return self._prefix.tokens(self.index, decisions, keep_chars=self.config.truncate_chars)
 
     # ---------------------------------------------------------------- 4. usage
 
@@ -230,6 +250,21 @@ class Planner:
             limit=limit,
         )
 
+    def timing(
+        self, scope: Scope, *, used: int, estimate: int, model: SizeModel, effective: int
+    ) -> Timing:
+        """Whether (and why, and how deep) a request whose trigger figure is ``used`` against
+        the ``effective`` budget, with a view estimated at ``estimate``, escalates."""
+        moment = moment_of(self.index, scope.usable)
+        return escalation_timing(
+            self.config,
+            moment,
+            used=used,
+            over_limit=estimate > model.to_estimate(effective) - scope.notice_cost,
+            effective=effective,
+            growth_real=model.to_real(moment.turn_growth) - model.to_real(0),
+        )
+
     # ---------------------------------------------------------------- 6. statistics
 
     def statistics(
@@ -242,9 +277,17 @@ class Planner:
         after: RenderResult,
         target: int,
         measured: tuple[int | None, int | None] = (None, None),
+        timing: Timing | None = None,
     ) -> CompactionStats:
         """The figures of one escalation; ``after`` is the body rendered under its decisions."""
         config = self.config
+        decisions = step.decisions
+        changed = itertools.chain(
+            decisions.removed - previous.removed,
+            set(decisions.truncated) - set(previous.truncated),
+            set(decisions.stubbed) - set(previous.stubbed),
+        )
+        edit = min(changed, default=len(self.index.facts))
         return CompactionStats.of_escalation(
             step.decisions,
             previous,
@@ -260,6 +303,9 @@ class Planner:
             relaxed=(step.results_shortened, step.groups_removed),
             measured_tokens=measured[0],
             overhead_tokens=measured[1],
+            reason=None if timing is None else timing.reason,
+            at_turn_start=timing is not None and timing.moment.turn_start,
+            thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
         )
 
     # ---------------------------------------------------------------- 7. compose
@@ -371,16 +417,18 @@ class Planner:
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
         effective = _real_budget(scope.budget, meter_stats)
-        trigger = config.trigger(effective)
         limit = model.to_estimate(effective) - scope.notice_cost
+        timing = self.timing(
+            scope, used=meter_stats.used, estimate=estimate, model=model, effective=effective
+        )
         if hard_fit:
             target, real_target = limit, model.to_real(max(limit, 0))
         else:
-            real_target = config.target(effective)
+            real_target = timing.real_target
             target = model.to_estimate(real_target)
         step: Step | None = None
-        over = meter_stats.used >= trigger
-        if over or estimate > limit:
+        over = timing.reason == "threshold"
+        if timing.reason is not None:
             # The last rung that changed something: with nothing new to reduce there is no
             # step, and so no storm of identical escalations.
             for rung in self.ladder(
@@ -400,6 +448,7 @@ class Planner:
                 after=body,
                 target=real_target,
                 measured=_measured_figures(meter_stats),
+                timing=timing,
             )
             view, view_tokens, body = self.compose(scope, decisions, stats, body)
         return request_plan(

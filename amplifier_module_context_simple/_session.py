@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from . import _events as events
 from ._budget import Budget, BudgetEventGate
+from ._catch_up import catch_up
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._diagnostics import Diagnostics
 from ._meter import TokenMeter
@@ -47,11 +48,15 @@ class SessionState:
         self.meter_stats: dict[str, Any] | None = None
         self.budget_gate = BudgetEventGate()
         self.epoch = 0
+        self.walked = 0
+        """The history position up to which every request point has been planned: what the
+        running session planned itself, or a walk re-derived (``_catch_up``)."""
         self.diagnostics = Diagnostics()
 
     def reset(self) -> None:
         """A new history (``set_messages``/``clear``): forget everything derived from the old."""
         self.epoch += 1
+        self.walked = 0
         self.decisions = NO_DECISIONS
         self.stats = None
         self.meter.reset()
@@ -165,6 +170,7 @@ class Pipeline:
             token_budget, provider, self.state.meter, requested_output
         )
         # Nothing below awaits: from here the request sees one consistent history.
+        catch_up(self.planner, self.state, self.host.messages, budget, factory_text)
         return self.planner.scope(
             self.host.messages,
             budget,

@@ -57,6 +57,35 @@ class PrefixCache:
         # Only the call the orchestrator is still executing can gain results in place; an
         # older interrupted call that later gets answered bumps the index generation.
         stable = size if open_tail is None else open_tail
+        prefix = self._extend(index, decisions, stable, open_tail=open_tail, keep_chars=keep_chars)
+        tail = render_range(
+            index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars
+        )
+        self.rendered += tail.rendered
+        result = RenderResult()
+        result.messages = [*prefix.messages, *tail.messages]
+        result.tokens = prefix.tokens + tail.tokens
+        result.repaired = [*prefix.repaired, *tail.repaired]
+        return result
+
+    def tokens(self, index: HistoryIndex, decisions: Decisions, *, keep_chars: int) -> int:
+        """The estimate ``render`` gives a history with no open tail call and nothing retained,
+        without building the body's list: a catch-up walk asks this at every request point."""
+        return self._extend(
+            index, decisions, len(index.facts), open_tail=None, keep_chars=keep_chars
+        ).tokens
+
+    def _extend(
+        self,
+        index: HistoryIndex,
+        decisions: Decisions,
+        stable: int,
+        *,
+        open_tail: int | None,
+        keep_chars: int,
+    ) -> RenderResult:
+        """The cached prefix, rendered up to ``stable`` (started afresh when the decisions or
+        the history's generation changed, or when it reaches past ``stable``)."""
         if (
             self._decisions is not decisions
             or self._generation != index.generation
@@ -72,12 +101,5 @@ class PrefixCache:
         prefix.tokens += grown.tokens
         prefix.repaired.extend(grown.repaired)
         self._stop = stable
-        tail = render_range(
-            index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars
-        )
-        self.rendered += grown.rendered + tail.rendered
-        result = RenderResult()
-        result.messages = [*prefix.messages, *tail.messages]
-        result.tokens = prefix.tokens + tail.tokens
-        result.repaired = [*prefix.repaired, *tail.repaired]
-        return result
+        self.rendered += grown.rendered
+        return prefix

@@ -19,6 +19,10 @@ a request-only user message of that many characters (``metadata.source = "hook"`
 Amplifier's hook reminders are: never stored in the context, so the context manager cannot
 count it before the provider's reading shows it.
 
+With ``request_path: "retaining"`` it asks ``get_messages_for_request_retaining(
+retain_contents=[], provider=provider)`` instead (the ``context.request_retention`` shape)
+of the plain call (``"plain"``, the default).
+
 For the tests it also keeps, per request, the view it was handed and the canonical history
 at that moment, so a test can run ``check_view(view, history=history)`` on every one.
 Loaded by the real kernel from this directory through a module-source resolver.
@@ -50,6 +54,11 @@ class E2ELoop:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.max_iterations = int(config.get("max_iterations", 64))
         self.injection_chars = int(config.get("injection_chars", 0))
+        self.request_path = str(config.get("request_path", "plain"))
+        if self.request_path not in ("plain", "retaining"):
+            raise ValueError(
+                f"loop-e2e request_path must be plain or retaining, got {self.request_path!r}"
+            )
         self.requests: list[RequestRecord] = []
         self.prompts = 0
 
@@ -74,7 +83,12 @@ class E2ELoop:
             for tool in tools.values()
         ]
         for _ in range(self.max_iterations):
-            view = await context.get_messages_for_request(provider=provider)
+            if self.request_path == "retaining":
+                view = await context.get_messages_for_request_retaining(
+                    retain_contents=[], provider=provider
+                )
+            else:
+                view = await context.get_messages_for_request(provider=provider)
             history = await context.get_messages()
             self.requests.append(RequestRecord(view=list(view), history=list(history)))
             messages = [Message(**m) for m in view]

@@ -1,0 +1,85 @@
+"""Decisions as a function of the history: the request points this manager did not plan.
+
+A history shows where its requests were made: each assistant message answers a request over
+the messages before it. A running session plans every one of them as it happens (a message
+admitted with ``add_message`` marks the points before it as the running session's own); a
+manager that is handed a stored history (a resume: ``set_messages``, or a subclass that reads
+its file back into ``self.messages``) has planned none. Before its first request it walks those
+request points in order and plans each one as the running session did (same planner, same budget, an empty meter), keeping
+the escalations and nothing else: no view goes out and no event is emitted. Its first view is
+then the one the running session would have sent, byte for byte, and so is every later one.
+
+Most request points are far below any trigger; they cost one extension of the rendered prefix
+and one look at the moment (``Planner.timing``). Only a point where some rule would fire is
+planned in full, so a resume stays linear in the history.
+
+What a walk cannot know is what the running session learned from provider readings (the
+learned overhead, ``token_meter: actual``) or a budget that changed since (another window or
+tool set): it plans every point with the budget of the request it precedes.
+"""
+
+from __future__ import annotations
+
+__all__ = ["catch_up"]
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ._budget import Budget
+from ._decisions import CompactionStats, Decisions
+from ._meter import IDENTITY, TokenMeter
+from ._planner import Planner
+
+
+class WalkedState(Protocol):
+    """What a walk reads and keeps of the session's state (``SessionState``)."""
+
+    walked: int
+    """Every request point before this history position has been planned."""
+    decisions: Decisions
+    stats: CompactionStats | None
+    epoch: int
+
+
+def catch_up(
+    planner: Planner,
+    state: WalkedState,
+    messages: Sequence[Mapping[str, Any]],
+    budget: Budget,
+    factory_text: str | None,
+) -> None:
+    """Plan the request points of ``messages`` after ``state.walked``, up to the request
+    about to be planned (the end of ``messages``), keeping their escalations in ``state``."""
+    index = planner.index
+    size = len(messages)
+    start = state.walked
+    state.walked = size
+    if start > 0 or planner.config.token_meter != "estimate":
+        # The running session plans its own request points; in actual mode what decided
+        # them were readings, which a walk does not have.
+        return
+    rewritten = index.reconcile(messages, planner.family(budget.model_name))
+    if rewritten is not None:
+        # A history rewritten in the middle is not one a session wrote: what follows the
+        # rewrite is decided afresh, as ordinary growth (``Decisions.before``).
+        index.grow(messages, size)
+        if index.on_rewrite is not None:
+            index.on_rewrite(rewritten)
+        return
+    meter = TokenMeter()
+    for point in range(1, size):
+        if messages[point].get("role") != "assistant" or point < len(index.facts):
+            continue
+        index.grow(messages, point)
+        scope = planner.scope_here(budget, factory_text, epoch=state.epoch)
+        if scope.open_tail is None:
+            estimate = scope.system_tokens + planner.body_tokens(scope, state.decisions)
+            effective = budget.effective_budget
+            timing = planner.timing(
+                scope, used=estimate, estimate=estimate, model=IDENTITY, effective=effective
+            )
+            if timing.reason is None:
+                continue
+        plan = planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=meter)
+        if plan.escalated is not None:
+            state.decisions, state.stats = plan.decisions, plan.stats

@@ -1,0 +1,189 @@
+"""When to escalate: the moments where a prefix edit costs least, read from the history alone.
+
+Every escalation edits the prompt prefix: the provider writes everything after the edit into
+its cache again, and a model whose thinking is bound to its prompt drops every thinking block
+after it. Where the edit lands decides what it costs:
+
+- **at a turn's first request** (right after a human prompt) only finished turns' reasoning
+  is lost, while inside a tool loop the active turn loses its own. So when a turn starts and
+  the turn's expected growth would carry the view over the trigger before the turn ends, the
+  escalation happens now, deep enough that the whole turn fits;
+- **on a cold cache** (the previous response is older than the provider's cache lifetime)
+  the next request is written at full price anyway, so a view already near the trigger is
+  reduced now, for free.
+
+Everything here is a function of the history as indexed (positions, estimates, the
+``metadata.timestamp`` admission records): a resumed session that re-derives its decisions
+reaches the same moments as the session that wrote the history. The trigger and the hard
+limit stay the fallback: a turn that outgrows its prediction escalates inside its loop.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ESCALATION_REASONS",
+    "Moment",
+    "Timing",
+    "escalation_timing",
+    "moment_of",
+    "thinking_after",
+]
+
+import itertools
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from ._config import ContextConfig
+from ._history import HistoryIndex
+from ._messages import thinking_blocks
+from ._protection import follows_result, is_reminder
+
+ESCALATION_REASONS = ("threshold", "over_budget", "turn_start", "cold_cache")
+"""Why an escalation happened: the view crossed the trigger, it was over the hard limit, a
+turn started that would cross the trigger, or the provider's cache had gone cold."""
+
+FINISHED_TURNS_READ = 3
+"""How many of the latest finished turns predict the next one (the largest of them)."""
+FIRST_TURN_GROWTH_SHARE = 0.15
+"""Before any turn has finished, a turn is assumed to bring this share of the usable budget."""
+DEEPEST_TARGET_SHARE = 0.5
+"""A turn-start escalation never aims below this share of the ordinary target."""
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What the history says about the request being planned (its last message ends it)."""
+
+    turn_start: bool
+    """The request follows a human prompt that opens a turn of its own."""
+    turn_growth: int
+    """Estimated tokens the turn now starting is expected to add (0 when none starts)."""
+    idle_seconds: float | None
+    """Seconds from the previous response to the latest message (None when unknown)."""
+
+
+def moment_of(index: HistoryIndex, usable: int) -> Moment:
+    """The moment of a request over the history ``index`` holds now."""
+    facts = index.facts
+    last = next(
+        (
+            p
+            for p in range(len(facts) - 1, -1, -1)
+            if facts[p].role != "system" and not is_reminder(facts[p])
+        ),
+        None,
+    )
+    turn_start = last is not None and facts[last].human and not follows_result(index, last)
+    growth = _turn_growth(index, usable) if turn_start else 0
+    return Moment(turn_start=turn_start, turn_growth=growth, idle_seconds=_idle(index))
+
+
+def _turn_growth(index: HistoryIndex, usable: int) -> int:
+    """The largest of the latest finished turns' growth (what follows a prompt up to the next
+    one), or the first-turn default when no turn has finished yet."""
+    latest = index.human_positions[-FINISHED_TURNS_READ - 1 :]
+    facts = index.facts
+    grown = [
+        sum(facts[p].tokens for p in range(start + 1, end))
+        for start, end in itertools.pairwise(latest)
+    ]
+    if not grown:
+        return math.ceil(FIRST_TURN_GROWTH_SHARE * usable)
+    return max(grown)
+
+
+def _idle(index: HistoryIndex) -> float | None:
+    """Seconds between the previous response (the latest assistant message before the last
+    message) and the last message, from their admission timestamps."""
+    facts = index.facts
+    if len(facts) < 2:
+        return None
+    latest = _timestamp(facts[-1].message)
+    if latest is None:
+        return None
+    for p in range(len(facts) - 2, -1, -1):
+        if facts[p].role == "assistant":
+            answered = _timestamp(facts[p].message)
+            return None if answered is None else (latest - answered).total_seconds()
+    return None
+
+
+def thinking_after(index: HistoryIndex, removed: frozenset[int], edit: int) -> int:
+    """Thinking blocks the view still shows from history position ``edit`` on: what a model
+    whose thinking is bound to its prompt drops once the prefix changes there."""
+    facts = index.facts
+    return sum(
+        thinking_blocks(facts[p].message)
+        for p in range(max(edit, 0), len(facts))
+        if facts[p].thinking and p not in removed
+    )
+
+
+def _timestamp(message: object) -> datetime | None:
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    stamp = metadata.get("timestamp") if isinstance(metadata, dict) else None
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    # A naive stamp cannot be compared with an aware one: it tells nothing.
+    return parsed if parsed.tzinfo is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Whether a request escalates, why, and the real-size figure it aims for."""
+
+    reason: str | None
+    """One of ``ESCALATION_REASONS``, or None: the view goes out as the decisions have it."""
+    real_target: int
+    moment: Moment
+
+
+def escalation_timing(
+    config: ContextConfig,
+    moment: Moment,
+    *,
+    used: int,
+    over_limit: bool,
+    effective: int,
+    growth_real: int,
+) -> Timing:
+    """Decide whether a request escalates, in real-size units (``used`` against the trigger
+    of the ``effective`` budget); ``growth_real`` is the moment's turn growth in those units.
+
+    A turn-start escalation aims low enough that a whole number of turns fits between it and
+    the trigger (never above the ordinary target, never below half of it): the next one then
+    lands at a turn start again instead of inside a loop.
+    """
+    trigger = config.trigger(effective)
+    target = config.target(effective)
+    if used >= trigger:
+        return Timing("threshold", target, moment)
+    if over_limit:
+        return Timing("over_budget", target, moment)
+    if (
+        config.escalate_at_turn_start
+        and moment.turn_start
+        and growth_real > 0
+        and used + growth_real > trigger
+    ):
+        deepest = math.ceil(DEEPEST_TARGET_SHARE * target)
+        if trigger - growth_real >= deepest:
+            turns = max(1, math.ceil((trigger - target) / growth_real))
+            aim = max(deepest, min(target, int(trigger - turns * growth_real)))
+            return Timing("turn_start", aim, moment)
+        # A turn bigger than the deepest aim leaves room for escalates inside its loop
+        # whatever is done now: escalating here as well would only add an edit.
+    ttl = config.cache_ttl_seconds
+    if (
+        ttl > 0
+        and moment.idle_seconds is not None
+        and moment.idle_seconds >= ttl
+        and used >= trigger - config.cold_cache_distance * config.usable_budget(effective)
+    ):
+        return Timing("cold_cache", target, moment)
+    return Timing(None, target, moment)
