@@ -57,6 +57,7 @@ from ._messages import (
     block_dict,
     read_block,
 )
+from ._public import execution_metadata
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -149,8 +150,13 @@ def _project_fields(
             changes["metadata"] = None
             kinds.append(METADATA)
         elif not all(isinstance(k, str) for k in meta):  # pyright: ignore[reportUnknownVariableType]
-            changes["metadata"] = {str(k): v for k, v in meta.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            meta = {str(k): v for k, v in meta.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            changes["metadata"] = meta
             kinds.append(METADATA)
+        # The public history's keys are never sent (``_public``); not a repair, so no kind.
+        public = execution_metadata(meta)  # pyright: ignore[reportUnknownArgumentType]
+        if public is not None:
+            changes["metadata"] = public
     name = message.get("name")
     if name is not None and not isinstance(name, str):
         changes["name"] = str(name)
