@@ -8,6 +8,9 @@ follows new work rather than the history's length.
 Records are matched to messages by object identity. A subclass that re-reads its history from
 disk hands us new, equal objects every time: those keep their records (compared by value);
 only a message that really changed makes the index start over.
+
+A row of Amplifier's public history kept for display only (``_public``) keeps its position,
+so positions stay those of ``self.messages``, but its facts say nothing: it is never sent.
 """
 
 from __future__ import annotations
