@@ -462,6 +462,17 @@ async def test_calculate_budget_is_the_request_budget_a_request_derives(
     assert budget["effective_budget"] == figure - budget["tool_definitions_tokens"] < figure
 
 
+async def test_calculate_budget_reads_a_provider_that_only_yields_to_the_loop() -> None:
+    class Polite:
+        async def get_model_info(self) -> dict[str, int]:
+            await asyncio.sleep(0)  # lets others run, waits for nothing
+            return {"context_window": WINDOW, "max_output_tokens": OUTPUT}
+
+    assert SimpleContextManager()._calculate_budget(None, Polite()) == (
+        WINDOW - OUTPUT - WINDOW // 16
+    )
+
+
 async def test_calculate_budget_with_a_provider_that_really_waits_falls_back_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -26,6 +26,7 @@ from amplifier_module_context_simple import (
     check_view,
     estimate_message_tokens,
 )
+from amplifier_module_context_simple._invariants import ViewChecker, sent_forms
 from amplifier_module_context_simple.request_view import request_view
 
 from .test_provider_views import Session, sessions
@@ -265,6 +266,21 @@ async def test_a_reminder_kept_only_as_a_display_row_cannot_be_retained() -> Non
         await manager.get_messages_for_request_retaining(retain_contents=[REMINDER])
 
 
+def test_the_sent_forms_of_a_history_leave_its_display_rows_out() -> None:
+    history = [
+        {"role": "user", "content": "fix @a.py"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "tool": "x"}]},
+        display_row({"role": "user", "content": "shown while the tool ran"}),
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        display_row({"role": "user", "content": "fix @b.py"}),
+    ]
+    sent = sent_forms(history)
+    assert [m.get("content") for m in sent] == ["fix @a.py", "", "ok"]
+    assert check_view(sent, history=history) == []
+    checker = ViewChecker()
+    assert checker.check(sent, history) == []
+
+
 def test_check_view_reports_a_view_that_carries_the_public_history() -> None:
     prompt = {"role": "user", "content": "hi"}
     assert check_view([prompt]) == []
@@ -338,18 +354,28 @@ async def test_display_rows_and_public_copies_change_nothing_that_is_sent(
             text = session.factory
             await manager_.set_system_prompt_factory(lambda text=text: text)
     budget = session.token_budget
-    twin_view: list[dict[str, Any]] = []
     for message in messages:
         await manager.add_message(message)
         sent = request_view([message])
         for row in sent:
             await twin.add_message(row)
+        # Both are asked at the same moments: a request that finds the view still over the
+        # trigger plans again, whether or not anything new arrived.
         view = await manager.get_messages_for_request(budget)
-        if sent:
-            twin_view = await twin.get_messages_for_request(budget)
+        twin_view = await twin.get_messages_for_request(budget)
         assert public_markers(view) == []
         assert check_view(view, history=manager.messages, json_cap=1 << 20) == []
         assert _normalised(view) == _normalised(twin_view)
     assert manager.compaction_level == twin.compaction_level
+    # The same escalations, with the same figures: a display-only row is never a unit the
+    # ladder takes out, nor a message a notice counts (only the history size includes it).
+    positional = ("history_messages", "removed_positions", "truncated_positions",
+                  "stubbed_positions")  # fmt: skip
+    stats, twin_stats = manager.compaction_stats, twin.compaction_stats
+    assert (stats is None) == (twin_stats is None)
+    if stats is not None and twin_stats is not None:
+        for key in positional:
+            del stats[key], twin_stats[key]
+        assert stats == twin_stats
     event(f"compaction level {manager.compaction_level}")
     event(f"{sum(REFERENCE_ONLY in (m.get('metadata') or {}) for m in messages)} display rows")
