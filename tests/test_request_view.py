@@ -266,6 +266,27 @@ async def test_a_reminder_kept_only_as_a_display_row_cannot_be_retained() -> Non
         await manager.get_messages_for_request_retaining(retain_contents=[REMINDER])
 
 
+async def test_display_rows_do_not_widen_the_protected_window() -> None:
+    """``protected_recent`` is a share of what is sent: display rows, many of them up front
+    (a transcript shown for reference), neither widen nor narrow it."""
+    # One protected result: the recent window, not the results' turn, decides what stays.
+    manager = SimpleContextManager(max_tokens=9_000, protected_tool_results=1)
+    twin = SimpleContextManager(max_tokens=9_000, protected_tool_results=1)
+    shown = [display_row({"role": "user", "content": f"earlier note {n}"}) for n in range(40)]
+    for m in [*shown, {"role": "user", "content": "Refactor the parser."}]:
+        await manager.add_message(m)
+    await twin.add_message({"role": "user", "content": "Refactor the parser."})
+    for t in range(16):
+        call = {"id": f"c{t}", "tool": "bash", "arguments": {}}
+        for context in (manager, twin):
+            await context.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
+            await context.add_message({"role": "tool", "tool_call_id": f"c{t}", "content": BIG})
+        view = await manager.get_messages_for_request()
+        twin_view = await twin.get_messages_for_request()
+        assert _normalised(view) == _normalised(twin_view), f"round {t}"
+    assert manager.compaction_level > 0
+
+
 def test_the_sent_forms_of_a_history_leave_its_display_rows_out() -> None:
     history = [
         {"role": "user", "content": "fix @a.py"},
