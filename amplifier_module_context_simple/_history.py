@@ -67,6 +67,12 @@ class Facts:
     """A row of Amplifier's public history kept for display only (``_public``): never sent, so
     it holds a position and nothing else: no role, ids, prompt or tokens."""
 
+    @property
+    def in_body(self) -> bool:
+        """Rendered into the view's body: neither a system message (the view's head) nor a
+        display-only row (never sent)."""
+        return self.role != "system" and not self.display_only
+
 
 class HistoryIndex:
     """Facts for every message of a history, kept in step with it incrementally.

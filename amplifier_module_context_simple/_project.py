@@ -57,7 +57,7 @@ from ._messages import (
     block_dict,
     read_block,
 )
-from ._public import execution_metadata
+from ._public import sent_metadata
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -146,17 +146,11 @@ def _project_fields(
 ) -> None:
     meta = message.get("metadata")
     if meta is not None:
-        if not isinstance(meta, Mapping):
-            changes["metadata"] = None
+        sent, repaired = sent_metadata(meta)
+        if sent is not meta:
+            changes["metadata"] = sent
+        if repaired:
             kinds.append(METADATA)
-        elif not all(isinstance(k, str) for k in meta):  # pyright: ignore[reportUnknownVariableType]
-            meta = {str(k): v for k, v in meta.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            changes["metadata"] = meta
-            kinds.append(METADATA)
-        # The public history's keys are never sent (``_public``); not a repair, so no kind.
-        public = execution_metadata(meta)  # pyright: ignore[reportUnknownArgumentType]
-        if public is not None:
-            changes["metadata"] = public
     name = message.get("name")
     if name is not None and not isinstance(name, str):
         changes["name"] = str(name)

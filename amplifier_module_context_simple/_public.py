@@ -6,7 +6,8 @@ Amplifier keeps, beside the message a model executes, what the user saw. A row w
 message that was expanded before it was executed. Neither is for the model: a display-only row
 is never sent, and the three keys come off a *copy* of the metadata (the stored message keeps
 them). Both the views (``_history`` / ``_project``, once per message) and
-``request_view`` (the function modules built on this one call) read this rule from here.
+``request_view`` (the function modules built on this one call) read this rule from here, and
+``sent_metadata`` is what a view sends of any metadata (the host's model repairs included).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "execution_form",
     "execution_metadata",
     "is_reference_only",
+    "sent_metadata",
 ]
 
 from collections.abc import Mapping
@@ -48,6 +50,19 @@ def execution_metadata(
     if not any(key in meta for key in keys):
         return None
     return {k: v for k, v in meta.items() if k not in keys}
+
+
+def sent_metadata(meta: object) -> tuple[object, bool]:
+    """What a view sends for a message's ``metadata`` (the same object when nothing changes),
+    and whether the host's model needed a repair (a non-mapping is sent as ``None``, its keys
+    as strings). The public history's keys are never sent, and that is no repair."""
+    if not isinstance(meta, Mapping):
+        return None, True
+    repaired = not all(isinstance(k, str) for k in meta)  # pyright: ignore[reportUnknownVariableType]
+    if repaired:
+        meta = {str(k): v for k, v in meta.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    public = execution_metadata(meta)  # pyright: ignore[reportUnknownArgumentType]
+    return (meta if public is None else public), repaired
 
 
 def execution_form(

@@ -257,6 +257,22 @@ async def test_what_is_counted_is_what_is_sent() -> None:
     assert [m["content"] for m in view] == [m["content"] for m in twin_view]
 
 
+async def test_rows_assigned_directly_with_odd_metadata_are_sent_repaired() -> None:
+    """A subclass's rows never pass admission: metadata that is no mapping, or has keys that
+    are not strings, is repaired for the host and still loses the public history."""
+    manager = SimpleContextManager()
+    manager.messages = [
+        {"role": "user", "content": "a", "metadata": 5},
+        {"role": "user", "content": "b", "metadata": "amplifier_public_message"},
+        {"role": "assistant", "content": "c", "metadata": {1: "x", "amplifier_public_message": {}}},
+        {"role": "user", "content": "d", "metadata": {7: True, REFERENCE_ONLY: True}},
+    ]
+    view = await manager.get_messages_for_request()
+    assert [m.get("metadata") for m in view] == [None, None, {"1": "x"}]
+    assert check_view(view, history=manager.messages) == []
+    assert manager.messages[2]["metadata"] == {1: "x", "amplifier_public_message": {}}
+
+
 async def test_a_reminder_kept_only_as_a_display_row_cannot_be_retained() -> None:
     manager = SimpleContextManager()
     await manager.add_message({"role": "user", "content": "go"})
