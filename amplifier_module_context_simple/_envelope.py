@@ -10,19 +10,24 @@ from __future__ import annotations
 
 __all__ = [
     "Counted",
+    "FitOutput",
     "Measurement",
     "fail_closed",
+    "fit",
     "read_counted",
     "read_envelope",
     "read_fitted",
 ]
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._budget import context_length_error
 from ._numbers import is_int
+
+FitOutput = Callable[[list[dict[str, Any]], Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]
+"""The orchestrator's ``fit_output(view, attempt)``: a newly counted envelope, or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,15 @@ class Measurement:
     @property
     def over_limit(self) -> bool:
         return self.estimated_input_tokens > self.input_limit_tokens
+
+    def figures(self) -> tuple[int, int, int, str]:
+        """``(count, estimate, limit, source)``: the shape the subclass surface hands out."""
+        return (
+            self.input_tokens,
+            self.estimated_input_tokens,
+            self.input_limit_tokens,
+            self.source,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,18 @@ def fail_closed(counted: Counted | None) -> None:
             "it - shorten the system prompt, the first or latest prompt, or the retained "
             "reminders"
         )
+
+
+async def fit(
+    fit_output: FitOutput, view: list[dict[str, Any]], attempt: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], Measurement, int] | None:
+    """Ask the orchestrator's ``fit_output`` for a smaller output allowance: ``None`` when it
+    has none, else its envelope, the measurement and the count calls it made (``read_fitted``
+    validates them, and refuses an envelope still over the limit)."""
+    relief = await fit_output(view, attempt)
+    if relief is None:
+        return None
+    return relief, read_fitted(relief), relief.get("count_calls")  # type: ignore[return-value]
 
 
 def read_fitted(relief: Mapping[str, Any]) -> Measurement:

@@ -8,6 +8,9 @@ follows new work rather than the history's length.
 Records are matched to messages by object identity. A subclass that re-reads its history from
 disk hands us new, equal objects every time: those keep their records (compared by value);
 only a message that really changed makes the index start over.
+
+A row of Amplifier's public history kept for display only (``_public``) keeps its position,
+so positions stay those of ``self.messages``, but its facts say nothing: it is never sent.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ._messages import (
     is_human_prompt,
 )
 from ._project import project
+from ._public import is_reference_only
 
 Estimator = Callable[..., int]
 
@@ -47,6 +51,7 @@ class Facts:
     kinds: tuple[str, ...]
     """The projection's repair kinds (empty when ``sent is message``)."""
     role: str
+    """The message's role ("" for a display-only row, which has none in any view)."""
     calls: tuple[str, ...]
     """The view ids of its calls (unique across the history, see ``_ids``)."""
     results: tuple[str, ...]
@@ -58,6 +63,15 @@ class Facts:
     image: bool
     tokens: int
     """The estimate of ``sent``: what is charged is what is sent."""
+    display_only: bool = False
+    """A row of Amplifier's public history kept for display only (``_public``): never sent, so
+    it holds a position and nothing else: no role, ids, prompt or tokens."""
+
+    @property
+    def in_body(self) -> bool:
+        """Rendered into the view's body: neither a system message (the view's head) nor a
+        display-only row (never sent)."""
+        return self.role != "system" and not self.display_only
 
 
 class HistoryIndex:
@@ -94,6 +108,7 @@ class HistoryIndex:
         self.human_positions: list[int] = []
         self.tool_result_positions: list[int] = []
         self.loaded_tool_positions: list[int] = []
+        self.display_only_positions: list[int] = []
         self.image_messages = 0
 
     def reset(self) -> None:
@@ -193,8 +208,28 @@ class HistoryIndex:
             self.loaded_tool_positions.append(index)
         if fact.image:
             self.image_messages += 1
+        if fact.display_only:
+            self.display_only_positions.append(index)
 
     def _facts_for(self, message: Mapping[str, Any], position: int) -> Facts:
+        if is_reference_only(message):
+            # Never sent: no ids are given out for it (the view's ids are those of what is
+            # sent), and it counts for nothing a rule reads (see ``_protection.is_reminder``).
+            return Facts(
+                message=message,
+                sent=message,
+                kinds=(),
+                role="",
+                calls=(),
+                results=(),
+                human=False,
+                tool_result=False,
+                thinking=False,
+                loaded_tools=False,
+                image=False,
+                tokens=0,
+                display_only=True,
+            )
         role = message.get("role")
         try:
             ids = self._ids.add(message, position)

@@ -30,6 +30,7 @@ from typing import Any
 from ._ids import IdAssigner
 from ._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt, result_ids
 from ._project import project
+from ._public import is_reference_only
 from ._render import factory_replaces, is_factory_message
 from ._view_scan import Shape, ViewScan, makes_calls, merges, shape_of
 
@@ -46,7 +47,8 @@ def check_view(
     """List the invariant violations of ``view`` (an empty list means valid).
 
     Without ``history`` only the view's own structure is checked: tool pairing and adjacency,
-    duplicates (a message object, or a tool-call id, twice), system messages first. With
+    duplicates (a message object, or a tool-call id, twice), system messages first, no
+    public-history metadata key (a display-only row, a public copy). With
     ``history`` (the canonical messages it was built from) it also checks that the system
     messages are unchanged, that the first and last human prompts are present, that the
     latest assistant turn's thinking blocks are intact, and that no turn was split: a human
@@ -196,6 +198,8 @@ class _HistoryFacts:
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
         self.count += 1
+        if is_reference_only(message):
+            return  # a display-only row is never sent: no rule reads it (as the index)
         ids = self.ids.add(message, position)
         sent = project(message, ids, json_cap=self.json_cap)[0]
         role = message.get("role")
@@ -245,11 +249,13 @@ def shared_start(previous: Sequence[object], view: Sequence[object]) -> int:
 def sent_forms(
     history: Sequence[Mapping[str, Any]], json_cap: int = DEFAULT_JSON_CAP
 ) -> list[Mapping[str, Any]]:
-    """Each history message as the view sends it (the same pure steps as the request path)."""
+    """Each history message as the view sends it (the same pure steps as the request path;
+    a display-only row is never sent, so it has none)."""
     ids = IdAssigner()
     return [
         project(message, ids.add(message, position), json_cap=json_cap)[0]
         for position, message in enumerate(history)
+        if not is_reference_only(message)
     ]
 
 

@@ -178,7 +178,8 @@ def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> froze
     # Counted, then picked from the end: a compacted history is mostly left out, and listing
     # what is shown would walk all of it on every escalation.
     size, removed = len(index.facts), plan.removed
-    systems = set(index.system_positions)
+    # Display-only rows are never sent (nor ever removed): not part of the share either.
+    systems = set(index.system_positions).union(index.display_only_positions)
     in_range = not removed or max(removed) < size
     left_out = len(removed) if in_range else sum(p < size for p in removed)
     shown = size - left_out - sum(p not in removed for p in systems)
@@ -228,9 +229,9 @@ def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
     owned positions (never heads) anyway.
     """
     pairing = index.pairing
-    systems = set(index.system_positions)
-    # What is left out is skipped in C; of the rest, orphans are never rendered (removing one
-    # saves nothing) and owned results go with their call.
+    systems = set(index.system_positions).union(index.display_only_positions)
+    # What is left out is skipped in C; of the rest, orphans and display-only rows are never
+    # rendered (removing one saves nothing) and owned results go with their call.
     shown = itertools.filterfalse(plan.removed.__contains__, range(len(index.facts)))
     for position in shown:
         if position in systems or position in pairing.owner_of or position in pairing.orphans:

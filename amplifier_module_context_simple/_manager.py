@@ -11,8 +11,10 @@ from typing import Any
 
 from . import _events as events
 from . import _measured, _retention
+from ._budget_now import budget_now
 from ._config import ContextConfig
 from ._decisions import Decisions
+from ._envelope import FitOutput, fit, read_envelope
 from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
 from ._ingress import Clock, admit
@@ -21,6 +23,7 @@ from ._planner import Planner
 from ._session import Pipeline, SessionState
 from ._system_prompt import SystemPromptFactory
 from ._thinking_loss import ThinkingLoss
+from .request_view import request_view
 
 
 class SimpleContextManager:
@@ -44,6 +47,17 @@ class SimpleContextManager:
             async def get_messages_for_request(self, token_budget=None, provider=None):
                 self.messages = load_jsonl(self.path)  # fresh dicts, same order
                 return await super().get_messages_for_request(token_budget, provider)
+
+    ``amplifier-module-context-managed`` subclasses it too. Besides the above it overrides
+    ``get_messages_for_request_retaining`` and ``get_measured_request_view``, and reads thin
+    names over what the request paths do (none is a second implementation):
+    ``_calculate_budget(token_budget, provider)`` (sync: the whole-request budget),
+    ``_strip_internal_metadata(rows)`` (``request_view(rows, strip_sequence=True)``, the same
+    public-history projection every view applies), ``_measured_budget_decision(envelope)``,
+    ``await _fit_measured_output(fit_output, view, attempt)`` (the measured path's envelope
+    validators) and ``_system_prompt_factory`` (the factory ``set_system_prompt_factory``
+    registered). The module ``amplifier_module_context_simple.request_view`` holds
+    ``request_view``.
     """
 
     def __init__(
@@ -264,6 +278,57 @@ class SimpleContextManager:
     @_last_token_meter_stats.setter
     def _last_token_meter_stats(self, stats: dict[str, Any] | None) -> None:
         self._state.meter_stats = stats
+
+    # -------------------------------------------- subclass surface (context-managed)
+
+    def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
+        """The whole-request budget for ``provider``, synchronously.
+
+        An explicit ``token_budget`` wins over the provider; otherwise the window the provider
+        publishes (``get_model_info()``, then ``get_info().defaults``) less the output it
+        asks for and the safety margin, or ``max_tokens_fallback`` without one (no provider,
+        no model info). ``max_tokens`` caps it on every path. This is the figure a request
+        derives as ``request_budget`` (``_budget.derive_budget``, run without an event loop by
+        ``_budget_now``); it differs on purpose from the spec's
+        ``context_window - 0.5 * max_output_tokens - 4096``, which held back neither the output
+        a provider really asks for nor what the request carries besides the messages.
+        """
+        return budget_now(self.config, token_budget, provider).request_budget
+
+    def _strip_internal_metadata(self, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The final execution projection: ``request_view(rows, strip_sequence=True)``."""
+        return request_view(rows, strip_sequence=True)
+
+    def _measured_budget_decision(self, envelope: object) -> tuple[int, int, int, str] | None:
+        """``(count, estimate, limit, source)`` of a counted envelope, as the measured path reads
+        it: ``None`` without a usable ``provider_count`` measurement (or a ``budget_decision`` of
+        ``None``); a malformed envelope raises ``TypeError`` naming what is wrong."""
+        reading = read_envelope(envelope)
+        return None if reading is None else reading.figures()
+
+    async def _fit_measured_output(
+        self, fit_output: FitOutput, view: list[dict[str, Any]], attempt: Mapping[str, Any]
+    ) -> tuple[Mapping[str, Any], tuple[int, int, int, str], int] | None:
+        """Await ``fit_output(view, attempt)`` and validate its envelope as the measured path
+        does: ``(envelope, (count, estimate, limit, source), count_calls)``, ``None`` when the
+        orchestrator has no smaller output; ``TypeError`` for a malformed envelope and
+        ``ContextLengthError`` for one still over the limit."""
+        fitted = await fit(fit_output, view, attempt)
+        if fitted is None:
+            return None
+        envelope, reading, calls = fitted
+        return envelope, reading.figures(), calls
+
+    @property
+    def _system_prompt_factory(self) -> SystemPromptFactory | None:
+        """The factory ``set_system_prompt_factory`` registered (an async callable or ``None``)."""
+        return self._planner.system_prompt.factory
+
+    @_system_prompt_factory.setter
+    def _system_prompt_factory(self, factory: SystemPromptFactory | None) -> None:
+        self._planner.system_prompt.factory = factory
+
+    # ------------------------------------------------------------------ state
 
     @property
     def meter(self) -> TokenMeter:

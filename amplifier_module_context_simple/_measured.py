@@ -29,11 +29,12 @@ from ._budget import context_length_error
 from ._decisions import CompactionStats, Decisions
 from ._envelope import (
     Counted,
+    FitOutput,
     Measurement,
     fail_closed,
+    fit,
     read_counted,
     read_envelope,
-    read_fitted,
 )
 from ._ladder import Step
 from ._meter import fit_size_model
@@ -46,7 +47,6 @@ from ._session import Pipeline, SessionState, deliver
 logger = logging.getLogger(__name__)
 
 CountView = Callable[[list[dict[str, Any]]], Awaitable[Mapping[str, Any]]]
-FitOutput = Callable[[list[dict[str, Any]], Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]
 
 OUTCOMES = (
     "not_needed",
@@ -258,12 +258,12 @@ async def _walk(
             state, hooks, result, view, attempt, measured, calls, "protected_floor", plan
         )
     if fit_output is not None:
-        relief = await fit_output(view, attempt)  # type: ignore[arg-type]
-        if relief is not None:
-            fitted = read_fitted(relief)
-            relief_calls = calls + relief["count_calls"]
+        fitted = await fit(fit_output, view, attempt)  # type: ignore[arg-type]
+        if fitted is not None:
+            relief, reading, extra = fitted
+            calls += extra
             outcome = "reduced_output"
-            return _finish(state, hooks, result, view, relief, fitted, relief_calls, outcome, plan)
+            return _finish(state, hooks, result, view, relief, reading, calls, outcome, plan)
     raise context_length_error(
         f"context-simple: the request is ~{measured.estimated_input_tokens} input tokens by the "
         f"provider's count and its limit is {measured.input_limit_tokens}, after every legal "

@@ -57,6 +57,7 @@ from ._messages import (
     block_dict,
     read_block,
 )
+from ._public import sent_metadata
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -145,11 +146,10 @@ def _project_fields(
 ) -> None:
     meta = message.get("metadata")
     if meta is not None:
-        if not isinstance(meta, Mapping):
-            changes["metadata"] = None
-            kinds.append(METADATA)
-        elif not all(isinstance(k, str) for k in meta):  # pyright: ignore[reportUnknownVariableType]
-            changes["metadata"] = {str(k): v for k, v in meta.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        sent, repaired = sent_metadata(meta)
+        if sent is not meta:
+            changes["metadata"] = sent
+        if repaired:
             kinds.append(METADATA)
     name = message.get("name")
     if name is not None and not isinstance(name, str):

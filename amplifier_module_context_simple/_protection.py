@@ -119,8 +119,11 @@ def follows_result(index: HistoryIndex, position: int) -> bool:
 
 
 def is_reminder(fact: Facts) -> bool:
-    """A user-role message no person typed: the provider merges it into the turn around it."""
-    return fact.role == "user" and not fact.human and not fact.tool_result
+    """A user-role message no person typed: the provider merges it into the turn around it.
+
+    A display-only row is never sent, so like a reminder it neither opens nor ends a turn.
+    """
+    return fact.display_only or (fact.role == "user" and not fact.human and not fact.tool_result)
 
 
 def newest(index: HistoryIndex) -> int | None:

@@ -213,8 +213,8 @@ def render_range(
     # A whole history after a compaction is mostly left out: skip that part in C.
     for position in itertools.filterfalse(removed.__contains__, range(start, stop)):
         fact = facts[position]
-        if fact.role == "system":
-            continue
+        if not fact.in_body:
+            continue  # systems lead the view; a display-only row is never sent
         if position in pairing.owner_of:
             continue  # emitted together with its call
         if position in pairing.orphans:
@@ -296,9 +296,7 @@ def open_tail_call(index: HistoryIndex) -> int | None:
     """The trailing call still awaiting results, if the history ends on one."""
     facts = index.facts
     position = len(facts) - 1
-    while position >= 0 and (
-        facts[position].role == "system" or position in index.pairing.owner_of
-    ):
+    while position >= 0 and (not facts[position].in_body or position in index.pairing.owner_of):
         position -= 1
     if position >= 0 and facts[position].calls and index.pairing.missing(position):
         return position

@@ -20,6 +20,7 @@ from typing import Any
 from ._budget import context_length_error
 from ._messages import metadata
 from ._plan import RequestPlan
+from ._public import is_reference_only
 from ._session import Pipeline
 
 MAX_REPLANS = 3
@@ -49,8 +50,8 @@ def resolve_retained(
         content = message.get("content")
         if not isinstance(content, str) or content not in pending:
             continue
-        if message.get("role") != "user":
-            continue
+        if message.get("role") != "user" or is_reference_only(message):
+            continue  # a display-only copy is never sent: retaining it would keep nothing
         meta = metadata(message)
         if meta.get("ephemeral") is True and meta.get("persisted") is True:
             found[content] = position

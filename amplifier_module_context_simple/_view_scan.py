@@ -1,4 +1,5 @@
-"""The view rules that read the view alone: pairing, adjacency, duplicates, systems first.
+"""The view rules that read the view alone: pairing, adjacency, duplicates, systems first, and
+no key of Amplifier's public history (``_public``).
 
 ``ViewScan`` is one pass over a view's messages that can stop and go on (``copy``), so a
 checker can scan a view that extends the previous one from where that one ended. ``Shape`` is
@@ -16,6 +17,7 @@ from typing import Any
 
 from ._ids import raw_call_ids
 from ._messages import call_ids, is_human_prompt, is_tool_result, result_ids
+from ._public import carries_public_marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +60,9 @@ class ViewScan:
 
     ``feed`` takes the view's messages in order; ``copy`` keeps the state at a point, so a
     view that extends an earlier one is scanned from where that one ended. Besides its own
-    problems (pairing, duplicates, systems first) it records what the history rules need:
-    the view's system messages, its human prompts that directly follow a tool result, and
-    where its last human prompt is.
+    problems (pairing, duplicates, systems first, public-history keys) it records what the
+    history rules need: the view's system messages, its human prompts that directly follow a
+    tool result, and where its last human prompt is.
     """
 
     __slots__ = (
@@ -74,6 +76,7 @@ class ViewScan:
         "open_index",
         "order",
         "pairing",
+        "public",
         "seen_objects",
         "seen_other",
         "systems",
@@ -90,6 +93,7 @@ class ViewScan:
         self.seen_objects: dict[int, int] = {}
         self.declared: dict[str, int] = {}
         self.order: list[str] = []
+        self.public: list[str] = []
         self.seen_other = False
         self.systems: list[Mapping[str, Any]] = []
         self.candidates: list[tuple[int, Mapping[str, Any]]] = []
@@ -104,13 +108,16 @@ class ViewScan:
         return twin
 
     def problems(self) -> list[str]:
-        return self.pairing + self.duplicates + self.order
+        return self.pairing + self.duplicates + self.order + self.public
 
     def feed(self, message: Mapping[str, Any], shape: Shape) -> None:
         index = self.count
         self.count += 1
         self._pair(index, shape)
         self._duplicates(index, message, shape)
+        if carries_public_marker(message):
+            # Amplifier's public history is for display: no provider may be sent any of it.
+            self.public.append(f"view[{index}]: carries a public-history metadata key")
         if shape.role == "system":
             self.systems.append(message)
             if self.seen_other and not self.order:

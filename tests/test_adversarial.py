@@ -141,6 +141,7 @@ def hostile(draw: st.DrawFn, ids: Ids) -> Any:
                 "system",
                 "blocks",
                 "mutated",
+                "display",
                 "not-a-dict",
             ]
         )
@@ -184,6 +185,14 @@ def hostile(draw: st.DrawFn, ids: Ids) -> Any:
             "role": draw(st.sampled_from(["user", "assistant", "tool"])),
             "content": draw(st.lists(block(ids), max_size=4)),
         }
+    elif kind == "display":
+        # Amplifier's public history: a display-only copy of any message, anywhere (never
+        # sent, so it must not change pairing, turns or ids), or a public copy riding along.
+        m = draw(hostile(ids))
+        if not isinstance(m, dict):
+            return m
+        key = draw(st.sampled_from(["amplifier_public_reference_only", "amplifier_public_message"]))
+        return {**m, "metadata": {key: True if key.endswith("only") else dict(m)}}
     elif kind == "mutated":
         m = {"role": "user", "content": "fine"}
         field = draw(
