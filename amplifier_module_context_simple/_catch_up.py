@@ -4,10 +4,11 @@ A history shows where its requests were made: each assistant message answers a r
 the messages before it. A running session plans every one of them as it happens (a message
 admitted with ``add_message`` marks the points before it as the running session's own); a
 manager that is handed a stored history (a resume: ``set_messages``, or a subclass that reads
-its file back into ``self.messages``) has planned none. Before its first request it walks those
-request points in order and plans each one as the running session did (same planner, same
-budget, an empty meter), keeping the escalations and nothing else: no view goes out and no event is emitted. Its first view is
-then the one the running session would have sent, byte for byte, and so is every later one.
+its file back into ``self.messages``) has planned none. Before its first request it walks
+those request points in order and plans each one as the running session did (same planner,
+same budget, an empty meter), keeping the escalations and nothing else: no view goes out and
+no event is emitted. Its first view is then the one the running session would have sent,
+byte for byte, and so is every later one.
 
 Most request points are far below any trigger; they cost one extension of the rendered prefix
 and one look at the moment (``Planner.timing``). Only a point where some rule would fire is
