@@ -116,6 +116,9 @@ def plan_escalation(
     level = base.level
     if limit is not None:
         target = min(target, limit)
+    # A rung whose changes mending undid changes nothing: it must not become an escalation
+    # (its statistics would move the notice and announce a compaction that reduced nothing).
+    unchanged = plan.reductions()
     for rung in RUNGS:
         if plan.usage <= target:
             break
@@ -129,7 +132,7 @@ def plan_escalation(
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
             mend_turns(plan, protected, policy.truncate_chars, open_tail)
-        if plan.changed:
+        if plan.changed and plan.reductions() != unchanged:
             level = max(base.level, rung.level)
             step = Step(rung.level, plan.decisions(level, escalations), plan.usage)
             # A caller that measures each step for real may send a corrected target back.

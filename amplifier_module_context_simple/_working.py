@@ -96,6 +96,11 @@ class WorkingPlan:
         if stubbed is not None:
             self.stubbed[position] = stubbed
 
+    def reductions(self) -> tuple[frozenset[int], dict[int, int], dict[int, int]]:
+        """What the view leaves out, shortens and stubs right now (to tell a real change from
+        one that mending undid)."""
+        return frozenset(self.removed), dict(self.truncated), dict(self.stubbed)
+
     def decisions(self, level: int, escalations: int) -> Decisions:
         return Decisions(
             removed=frozenset(self.removed),

@@ -565,3 +565,28 @@ def test_the_settings_table_names_the_first_request_budget_when_it_differs() -> 
     assert "91,904 (whole request, last request; the first: 87,904)" in text
     add_budget_setting(source, last, last)
     assert "first" not in next(s for s in source["settings"] if s["name"] == "budget")
+
+
+def test_the_resumes_a_session_made_are_counted_and_reported(tmp_path: Path) -> None:
+    turns = 2
+    events = [
+        event("session:start", {}),
+        session_config(),
+        *request_events(turns),
+        event("session:resume", {}),
+        *request_events(turns),
+        event("session:start", {}),
+        *request_events(turns),
+    ]
+    directory = make_session(tmp_path / "s", turns=turns, events=events)
+    assert read_session(directory).resumes == 2
+    report = run_json("replay", str(directory))
+    assert report["source"]["resumes"] == 2
+    out = run("replay", str(directory)).stdout
+    assert "Resumed 2 time(s)" in " ".join(out.split())
+
+
+def test_a_session_never_resumed_says_nothing_of_resumes(tmp_path: Path) -> None:
+    directory = make_session(tmp_path / "s")
+    assert read_session(directory).resumes == 0
+    assert "Resumed" not in run("replay", str(directory)).stdout

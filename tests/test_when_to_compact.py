@@ -26,6 +26,7 @@ from amplifier_module_context_simple import (
 )
 from amplifier_module_context_simple._timing import moment_of
 
+from .cli_runs import run, run_json
 from .conftest import CORPUS_DIR
 from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 
@@ -420,3 +421,73 @@ def test_the_resume_walk_is_not_the_running_session() -> None:
 
     events, escalations = asyncio.run(run())
     assert events == escalations
+
+
+# ------------------------------------------------------------------ the notice stays put
+
+
+async def _ask_twice(session: Session) -> list[str]:
+    """Every request of ``session`` asked twice in a row: what changed the second time."""
+    seen = Compactions()
+    manager = SimpleContextManager(hooks=seen.hooks)
+    provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
+    problems: list[str] = []
+
+    async def ask() -> list[dict[str, Any]]:
+        if provider is not None:
+            return await manager.get_messages_for_request(provider=provider)
+        return await manager.get_messages_for_request(token_budget=session.token_budget)
+
+    for position, message in enumerate(session.messages):
+        if message["role"] == "assistant":
+            first = _dumps(await ask())
+            events = len(seen.payloads)
+            again = _dumps(await ask())
+            if len(seen.payloads) != events:
+                problems.append(
+                    f"request at {position}: asked again, it compacted: {seen.payloads[-1]}"
+                )
+            if again != first:
+                problems.append(f"request at {position}: asked again, the view changed")
+        try:
+            await manager.add_message(copy.deepcopy(message))
+        except Exception:  # admission's own property: the requests so far count
+            break
+    return problems
+
+
+@PROPERTY_SETTINGS
+@given(sessions())
+def test_asking_again_with_nothing_new_changes_nothing(session: Session) -> None:
+    """A request that adds nothing to the history is a sticky request: no escalation (a rung
+    whose change mending undid is none), and so the notice cannot move."""
+    logging.disable(logging.WARNING)
+    try:
+        problems = asyncio.run(_ask_twice(session))
+    finally:
+        logging.disable(logging.NOTSET)
+    assert problems == []
+
+
+# ------------------------------------------------------------------ the replay report
+
+
+def test_the_replay_report_says_where_each_compaction_happened(tmp_path: Path) -> None:
+    messages: list[dict[str, Any]] = []
+    for turn in range(14):
+        messages.append({"role": "user", "content": f"Prompt {turn}: build part {turn}."})
+        messages += [m for r in range(2) for m in thinking_round(turn, r, 12)]
+        messages.append({"role": "assistant", "content": f"Part {turn} is built."})
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+    report = run_json("replay", str(transcript), "--max-tokens", str(BUDGET))
+    compactions = report["compactions"]
+    assert len(compactions) >= 2
+    assert all(c["reason"] == "turn_start" and c["at_turn_start"] for c in compactions)
+    assert any(c["thinking_blocks_after_edit"] > 0 for c in compactions)
+    off = run_json(
+        "replay", str(transcript), "--max-tokens", str(BUDGET), "--no-escalate-at-turn-start"
+    )
+    assert not any(c["at_turn_start"] for c in off["compactions"])
+    text = " ".join(run("replay", str(transcript), "--max-tokens", str(BUDGET)).stdout.split())
+    assert "turn start" in text and "thinking lost" in text

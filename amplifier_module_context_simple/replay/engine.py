@@ -371,5 +371,8 @@ def _note_compaction(
                 stubbed=int(data["user_messages_stubbed"]),
                 target_tokens=int(data["target_tokens"]),
                 budget=int(data["budget"]),
+                reason=data.get("reason"),
+                at_turn_start=bool(data.get("at_turn_start")),
+                thinking_blocks_after_edit=int(data.get("thinking_blocks_after_edit") or 0),
             )
         )

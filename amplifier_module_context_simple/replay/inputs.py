@@ -197,6 +197,7 @@ def _session_source(
         "session_directory": str(session.directory),
         "events": str(events.relative_to(session.directory)) if events else None,
         "recorded_requests": session.request_count,
+        "resumes": session.resumes,
         "skipped_event_lines": [
             {"line": e.line_number, "reason": e.reason} for e in session.skipped
         ],

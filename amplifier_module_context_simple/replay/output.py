@@ -310,16 +310,23 @@ def _compactions_table(report: ReplayReport) -> RenderableType:
         Column("#"), Column("request"), Column("level"),
         Column("view tokens\nbefore → after"), Column("messages\nbefore → after", drop=3),
         Column("removed"), Column("truncated", drop=2), Column("stubbed", drop=1),
+        Column("where", kind="word", drop=4), Column("thinking\nlost", drop=5),
     ]  # fmt: skip
     rows = [
         [
             str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
             f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
-            str(c.stubbed),
+            str(c.stubbed), "turn start" if c.at_turn_start else "in a loop",
+            str(c.thinking_blocks_after_edit),
         ]
         for i, c in enumerate(report.compactions, 1)
     ]  # fmt: skip
-    return fit_table(columns, rows, title="Compactions")
+    return fit_table(
+        columns, rows, title="Compactions",
+        caption="where: at a turn's first request (only finished turns' reasoning is lost) or "
+        "inside a tool loop (the active turn loses its own); thinking lost: thinking blocks "
+        "after the edit, which a model whose thinking is bound to its prompt drops",
+    )  # fmt: skip
 
 
 def _requests_table(report: ReplayReport) -> RenderableType:

@@ -216,3 +216,11 @@ class CompactionRecord:
     target_tokens: int
     budget: int
     """The usable budget the ladder worked against (the budget less the notice reserve)."""
+    reason: str | None = None
+    """Why it escalated (the event's ``reason``: threshold, over_budget, turn_start,
+    cold_cache)."""
+    at_turn_start: bool = False
+    """At a turn's first request (else inside a tool loop or after a reminder)."""
+    thinking_blocks_after_edit: int = 0
+    """Thinking blocks after the edit: what a model whose thinking is bound to its prompt
+    loses with it."""

@@ -47,6 +47,8 @@ SESSIONS_GLOB = ".amplifier/projects/*/sessions"
 _REQUEST = "llm:request"
 _RESPONSE = "llm:response"
 _CONFIG = "session:config"
+_START = "session:start"
+_RESUME = "session:resume"
 _BUDGET = "context:budget"
 
 
@@ -135,6 +137,9 @@ class RecordedSession:
     cut_off_line: int | None = None
     """The events file ends inside this line (no newline after it, not a whole event): what a
     crashed or still-running session leaves; ``None``: it ends on a whole line."""
+    resumes: int = 0
+    """How often the session was resumed (``session:resume`` events, and ``session:start``
+    after the first): each is a new process reading the history back."""
 
     def requests(self) -> Iterator[RecordedRequest]:
         """The recorded requests in order, streamed again from the events file."""
@@ -243,6 +248,7 @@ def read_session(directory: str | Path, *, strict: bool = False) -> RecordedSess
         skipped=scan.skipped,
         notes=notes,
         cut_off_line=scan.cut_off_line,
+        resumes=scan.resumes,
     )
 
 
@@ -277,6 +283,8 @@ class _Scan:
     providers: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     request_provider: str | None = None
     cut_off_line: int | None = None
+    starts: int = 0
+    resumes: int = 0
 
 
 def _scan(path: Path) -> _Scan:
@@ -301,6 +309,11 @@ def _scan(path: Path) -> _Scan:
                 scan.answered = True
         elif name == _CONFIG:
             _read_config(scan, data)
+        elif name == _RESUME:
+            scan.resumes += 1
+        elif name == _START:
+            scan.starts += 1
+            scan.resumes += scan.starts > 1
         elif name == _BUDGET and _better_budget(scan.budget_event, data):
             scan.budget_event = dict(data)
     _pick_provider(scan)

@@ -64,6 +64,12 @@ def _session_lines(src: dict[str, Any]) -> list[str]:
     if src.get("events"):
         count = src.get("recorded_requests", 0)
         lines.append(f"Session events: {src['events']}, {count:,} recorded request(s)")
+        resumes = src.get("resumes") or 0
+        if resumes:
+            lines.append(
+                f"Resumed {resumes:,} time(s): each resume re-derives the decisions from the "
+                "history, so its first view is the one the session would have sent"
+            )
     match = src.get("recorded_match")
     if match:
         recorded = match["recorded"]
