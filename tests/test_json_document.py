@@ -65,6 +65,17 @@ def bare_transcript(path: Path) -> Path:
     return path
 
 
+def conversations(path: Path) -> Path:
+    """Two conversations, one per line, as a fine-tuning file holds them."""
+    lines = [
+        {"messages": [{"role": "user", "content": f"Question {n}"},
+                      {"role": "assistant", "content": f"Answer {n}"}]}
+        for n in (1, 2)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
 def partial_session(directory: Path) -> Path:
     """A made session whose recording stops inside request 4's record, with a bad line before
     it and a context-config key this module does not have."""
@@ -106,6 +117,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
     example = run_json("replay")
     session = str(make_session(tmp / "session"))
     bare = str(bare_transcript(tmp / "bare.jsonl"))
+    train = str(conversations(tmp / "train.jsonl"))
     small_window = ("--context-window", "8000", "--max-output-tokens", "2000")
     why = str(example["drops"][0]["position"])
     made: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
@@ -115,6 +127,8 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         ("a bare transcript, --overhead", "replay",
          lambda: run_json("replay", bare, "--overhead", "3000", *small_window)),
         ("a bare transcript, no window", "replay", lambda: run_json("replay", bare)),
+        ("a file of conversations", "replay",
+         lambda: run_json("replay", train, "--conversation", "2")),
         ("a report with a first budget", "replay", first_budget_document),
         ("sweep of a recorded session", "sweep",
          lambda: run_json("sweep", session, "--target-usage", "0.4,0.5")),

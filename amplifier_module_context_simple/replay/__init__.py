@@ -11,9 +11,11 @@ Modules, by job:
   error handling (console script).
 * ``options``: the options both commands share, declared once; ``config_options``: the
   context-config options, read from ``ContextConfig``'s fields, and the config they build.
-* ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
-  recorded session; ``claude_code_log``: reading a Claude Code session log into the same
-  shape, with its recorded usage; ``example_session``: the seeded built-in session.
+* ``inputs``: the options checked and the messages they name; ``locate``: where the name
+  given points (a file, a session directory or id, a Claude Code project folder or session
+  id); ``transcripts``: loading a recorded session; ``conversations``: one conversation of a
+  file holding one per line; ``claude_code_log``: reading a Claude Code session log into the
+  same shape, with its recorded usage; ``example_session``: the seeded built-in session.
 * ``session_dir``: reading a session directory (metadata, the events log streamed);
   ``known_windows``: the fallback table of model windows; ``session_settings``: each setting
   and where it came from; ``recorded_feed``: the recorded system prompts and usage fed to a

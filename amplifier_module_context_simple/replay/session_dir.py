@@ -24,21 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .transcripts import LineError
+from .transcripts import TRANSCRIPT_NAME, LineError
 
 __all__ = [
     "EVENTS_NAME",
+    "SESSIONS_GLOB",
     "RecordedRequest",
     "RecordedSession",
     "RecordedUsage",
     "SessionError",
     "find_session",
-    "not_found_text",
     "read_session",
     "system_text",
 ]
 
-TRANSCRIPT_NAME = "transcript.jsonl"
 METADATA_NAME = "metadata.json"
 EVENTS_NAME = "events.jsonl"
 SESSIONS_GLOB = ".amplifier/projects/*/sessions"
@@ -171,19 +170,6 @@ def find_session(source: str) -> Path | None:
             f"session id {source!r} is ambiguous: {len(found)} sessions match: {names}"
         )
     return found[0] if found else None
-
-
-def not_found_text(source: str) -> str | None:
-    """Why ``source`` names nothing, when it could have been a session id (no ``/``, not a
-    path that exists): where the ids were looked for and how many sessions are there."""
-    if not source or "/" in source or source in {".", "..", "-"} or Path(source).exists():
-        return None
-    root = Path.home() / SESSIONS_GLOB
-    count = sum(1 for p in Path.home().glob(SESSIONS_GLOB + "/*") if p.is_dir())
-    return (
-        f"no such file or directory: {source}, and no session id starts with it under "
-        f"{root}/ ({count:,} session(s) there)"
-    )
 
 
 def _sessions_named(session_id: str) -> list[Path]:
