@@ -41,6 +41,7 @@ Modules, by job:
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).
 * ``table_fit``: the one rule every table fits the terminal by; ``output``: the Rich tables;
-  ``findings_output``: the tables of drops, refusals and sweeps; ``json_text``: the ``--json``
+  ``findings_output``: the tables of drops, refusals and sweeps; ``row_caps``: which
+  per-compaction rows the text report shows (the largest); ``json_text``: the ``--json``
   documents' text; ``plot``: the ``--plot`` chart; ``errors``: the command's error.
 """

@@ -17,6 +17,7 @@ from .drops import LEFT, Drop, PositionIndex, call_text, first_line
 from .records import not_recorded_check_text
 from .refusals import STORM_MIN, STREAK_MIN, RefusalReport
 from .report import ReplayReport
+from .row_caps import largest, more_text
 from .sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
 from .table_fit import Cell, Column, Note, fit_table
 
@@ -73,7 +74,9 @@ def render_drops(console: Console, report: ReplayReport) -> None:
     ]  # fmt: skip
     rows: list[list[Cell]] = []
     ends: set[int] = set()
-    for request, drops in by_request.items():
+    shown_requests = largest(list(by_request), lambda r: _removed(by_request[r]))
+    for request in shown_requests:
+        drops = by_request[request]
         shown = sorted(drops, key=lambda d: (-d.tokens_before, d.position))[:DROP_ROWS]
         for i, d in enumerate(shown):
             mark = "" if d.compacted else "°"  # left out with no compaction at the request
@@ -86,11 +89,18 @@ def render_drops(console: Console, report: ReplayReport) -> None:
             more = Note(f"… {len(drops) - len(shown)} more ({_counts(drops)})")
             rows.append(["", "", "", "", more, "", "", ""])  # the call column: the widest text
         ends.add(len(rows) - 1)
+    if len(shown_requests) < len(by_request):
+        hidden = more_text(len(by_request) - len(shown_requests), "requests that dropped")
+        rows.append(["", "", "", "", Note(hidden), "", "", ""])
     caption = None
     if any(not d.compacted for d in report.drops):
         caption = "° no compaction at that request: a pairing repair left the message out"
     title = "What each compaction dropped (largest first; all in --json)"
     console.print(fit_table(columns, rows, title=title, caption=caption, section_ends=ends))
+
+
+def _removed(drops: Sequence[Drop]) -> int:
+    return sum(d.tokens_before - d.tokens_after for d in drops)
 
 
 def _counts(drops: Sequence[Drop]) -> str:

@@ -18,6 +18,7 @@ from .host_check import HOST_CHECK_RUN
 from .records import levels_text, not_recorded_text
 from .refusals import assess
 from .report import ReplayReport
+from .row_caps import capped_rows, freed
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from .settings_text import render_settings
 from .table_fit import Column, fit_table
@@ -311,15 +312,12 @@ def _compactions_table(report: ReplayReport) -> RenderableType:
         Column("view tokens\nbefore → after"), Column("messages\nbefore → after", drop=3),
         Column("removed"), Column("truncated", drop=2), Column("stubbed", drop=1),
     ]  # fmt: skip
-    rows = [
-        [
-            str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
-            f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
-            str(c.stubbed),
-        ]
-        for i, c in enumerate(report.compactions, 1)
-    ]  # fmt: skip
-    return fit_table(columns, rows, title="Compactions")
+    rows, more = capped_rows(report.compactions, freed, lambda i, c: [
+        str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
+        f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
+        str(c.stubbed),
+    ], what="compactions")  # fmt: skip
+    return fit_table(columns, rows, title="Compactions", caption=more)
 
 
 def _requests_table(report: ReplayReport) -> RenderableType:
