@@ -38,6 +38,14 @@ from .conversations import CONVERSATION_FLAG, is_conversation_file, load_convers
 from .errors import CliError, one_line
 from .example_session import generate_session
 from .locate import locate, not_found_text
+from .rework import (
+    FROM_EVENTS,
+    FROM_LOG,
+    Rework,
+    events_compactions,
+    find_rework,
+    log_compactions,
+)
 from .session_dir import (
     RecordedRequest,
     RecordedSession,
@@ -99,6 +107,18 @@ class ReplayInput:
     replay adds the budget it derived)."""
     overhead: int | None = None
     """``--overhead``: tokens each request carries beyond a bare transcript's view."""
+
+    def rework(self, family: str | None) -> Rework | None:
+        """Calls repeated after the recording's own compactions (``None``: it records none
+        it could have made: a bare transcript, or a session without an events file)."""
+        model = self.window.model if self.window is not None else None
+        if self.log is not None:
+            found, source = log_compactions(self.log), FROM_LOG
+        elif self.session is not None and self.session.events is not None:
+            found, source = events_compactions(self.session.events), FROM_EVENTS
+        else:
+            return None
+        return find_rework(self.messages, found, source=source, family=family, model=model)
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""

@@ -14,6 +14,7 @@ from rich.console import Console, RenderableType
 from rich.markup import escape
 
 from .engine import ReplayOutcome
+from .evidence_output import evidence_rows
 from .host_check import HOST_CHECK_RUN
 from .records import levels_text, not_recorded_text
 from .refusals import assess
@@ -65,7 +66,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Tokens not sent, summed over requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
         *_cache_rows(s),
-        *_simulated_rows(s),
+        *_simulated_rows(s), *evidence_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results cut on arrival", f"{s['ingress_truncations']:,}"),

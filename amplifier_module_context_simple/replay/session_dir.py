@@ -34,6 +34,7 @@ __all__ = [
     "RecordedUsage",
     "SessionError",
     "find_session",
+    "read_events",
     "read_session",
     "system_text",
 ]
@@ -140,7 +141,7 @@ class RecordedSession:
         if self.events is None:
             return
         number = 0
-        for _, event in _events(self.events, skipped=None):
+        for _, event in read_events(self.events, skipped=None):
             if event.get("event") != _REQUEST:
                 continue
             number += 1
@@ -267,7 +268,7 @@ class _Scan:
 
 def _scan(path: Path) -> _Scan:
     scan = _Scan(path)
-    for _, event in _events(path, skipped=scan.skipped):
+    for _, event in read_events(path, skipped=scan.skipped):
         name, data = event["event"], event["data"]
         if name == _REQUEST:
             scan.request_count += 1
@@ -341,7 +342,9 @@ def _pick_provider(scan: _Scan) -> None:
     scan.provider_config = dict(_mapping(chosen.get("config")))
 
 
-def _events(path: Path, *, skipped: list[LineError] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_events(
+    path: Path, *, skipped: list[LineError] | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, event)`` for each usable line, read one line at a time."""
     with path.open("rb") as stream:
         for number, line in enumerate(stream, 1):
