@@ -32,6 +32,7 @@ from amplifier_module_context_simple.replay.sweep import SWEPT_KEYS
 
 from . import json_doc
 from .cli_runs import run, run_json
+from .test_rework import compacted_log
 from .test_session_report import REAL_SESSION, make_session
 
 Document = tuple[str, str, dict[str, Any]]
@@ -127,6 +128,8 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         ("a bare transcript, --overhead", "replay",
          lambda: run_json("replay", bare, "--overhead", "3000", *small_window)),
         ("a bare transcript, no window", "replay", lambda: run_json("replay", bare)),
+        ("a Claude Code log that compacted itself", "replay",
+         lambda: run_json("replay", str(compacted_log(tmp / "compacted.jsonl")))),
         ("a file of conversations", "replay",
          lambda: run_json("replay", train, "--conversation", "2")),
         ("a report with a first budget", "replay", first_budget_document),
@@ -163,6 +166,8 @@ def test_the_inputs_reach_what_they_are_here_for(documents: list[Document]) -> N
     small = by_name["a bare transcript, --overhead"]
     assert small["refusals"]["refused"] and small["refusals"]["repairs"] and small["warnings"]
     assert by_name["a bare transcript, no window"]["window"] is None
+    assert by_name["a Claude Code log that compacted itself"]["rework"]["spans"][0]["repeated"]
+    assert any(e["first_loss_request"] for e in example["evidence_by_compaction"])
 
 
 _MapRule = Callable[[set[str], set[str]], None]
