@@ -133,15 +133,26 @@ def test_the_notice_and_assistant_messages_are_no_evidence() -> None:
 
 def _scratch(
     views: list[list[int]], messages: list[dict[str, Any]], wanted: list[set[str]]
-) -> list[tuple[int, int]]:
-    """(used, kept) per request, from nothing: the whole history so far and the whole view."""
-    found: list[tuple[int, int]] = []
-    for n, view in enumerate(views):
-        history = messages[: n + 1]
-        seen = set().union(*(salient_strings(m["content"]) for m in history))
-        shown = set().union(*(salient_strings(messages[p]["content"]) for p in view))
-        used = wanted[n] & seen
-        found.append((len(used), len(used & shown)))
+) -> list[tuple[int, int, list[int]]]:
+    """(used, kept, left_at) per request, from nothing: the whole history so far and the whole
+    view; a lost string left at the earliest request of the run of views, back from this one,
+    that held it in the history and did not show it."""
+
+    def strings(positions: list[int]) -> set[str]:
+        return set().union(*(salient_strings(messages[p]["content"]) for p in positions))
+
+    seen = [strings(list(range(n + 1))) for n in range(len(views))]
+    shown = [strings(view) for view in views]
+    found: list[tuple[int, int, list[int]]] = []
+    for n in range(len(views)):
+        used = wanted[n] & seen[n]
+        left: list[int] = []
+        for string in sorted(used - shown[n]):
+            m = n
+            while m > 0 and string in seen[m - 1] and string not in shown[m - 1]:
+                m -= 1
+            left.append(m + 1)
+        found.append((len(used), len(used & shown[n]), left))
     return found
 
 
@@ -162,7 +173,7 @@ def test_the_tracker_s_running_view_matches_one_counted_from_nothing(data: st.Da
     wanted = [set(data.draw(st.lists(st.sampled_from(WORDS), max_size=3))) for _ in range(count)]
     tracker = EvidenceTracker()
     previous: list[dict[str, Any]] = []
-    got: list[tuple[int, int]] = []
+    got: list[tuple[int, int, list[int]]] = []
     for n, view_positions in enumerate(views):
         view = [messages[p] for p in view_positions]
         shared = 0
@@ -172,7 +183,7 @@ def test_the_tracker_s_running_view_matches_one_counted_from_nothing(data: st.Da
             {"id": "x", "tool": "t", "arguments": {"all": " ".join(sorted(wanted[n]))}}
         ]}  # fmt: skip
         record = tracker.observe(n + 1, view, messages[: n + 1], upcoming, shared=shared)
-        got.append((record.used, record.kept))
+        got.append((record.used, record.kept, record.left_at))
         previous = view
     assert got == _scratch(views, messages, wanted)
 

@@ -91,6 +91,9 @@ def test_an_id_matching_in_both_homes_is_refused(
     assert result.exit_code == 1
     assert "ambiguous" in result.stderr and "dddd-amp" in result.stderr
     assert "1 Claude Code log(s) match too" in result.stderr
+    # An exact id wins over a longer one it begins.
+    claude_log(tmp_path / ".claude" / "projects" / "p" / "dddd-cc-2.jsonl", "y", mtime=1_000_000)
+    assert run_json("replay", "dddd-cc")["source"]["name"].endswith("dddd-cc.jsonl")
     # The full id of either is not ambiguous.
     assert run_json("replay", "dddd-cc")["source"]["format"] == "claude-code"
 
@@ -145,6 +148,9 @@ def test_several_conversations_need_the_flag(tmp_path: Path) -> None:
     assert (chosen["source"]["conversation"], chosen["source"]["conversations"]) == (2, 3)
     past = run("replay", str(path), "--conversation", "4")
     assert past.exit_code == 1 and "--conversation 4 is past the end" in past.stderr
+    two = tmp_path / "two.jsonl"
+    two.write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
+    assert "holds 2 conversations" in run("replay", str(two)).stderr
     # Standard input reads the same layout.
     piped = run("replay", "-", "--conversation", "3", "--json", input=path.read_text())
     assert piped.exit_code == 0, piped.stderr
@@ -156,8 +162,10 @@ def test_a_bad_message_of_a_conversation_is_named_by_its_place(tmp_path: Path) -
     line["messages"].insert(1, {"content": "no role"})
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
-    document = run_json("replay", str(path))
+    result = run("replay", str(path), "--json")
+    document = json.loads(result.stdout)
     assert document["source"]["skipped_lines"] == [{"line": 2, "reason": "no 'role' key"}]
+    assert "skipped message 2: no 'role' key" in result.stderr  # a message, not a line
     strict = run("replay", str(path), "--strict")
     assert strict.exit_code == 1
     assert "conversation 1: message 2: no 'role' key" in strict.stderr

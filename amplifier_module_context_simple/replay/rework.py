@@ -93,8 +93,8 @@ class Rework:
             "compactions": len(self.spans),
             "repeated_calls": sum(len(s.repeated) for s in self.spans),
             "tokens": sum(s.tokens for s in self.spans),
-            "priced_tokens": round(sum(s.priced_tokens for s in self.spans), 1),
-            "usd": None if None in usd else round(sum(u or 0.0 for u in usd), 6),
+            "priced_tokens": round(sum((s.priced_tokens for s in self.spans), 0.0), 1),
+            "usd": None if None in usd else round(sum((u or 0.0 for u in usd), 0.0), 6),
             "spans": [asdict(s) for s in self.spans],
         }
 
