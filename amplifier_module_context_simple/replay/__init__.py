@@ -37,6 +37,9 @@ Modules, by job:
   message models as a second validity check; ``simulation``: the simulated provider window;
   ``view_tally``: each view's sums, carried over from the view before.
 * ``view``: one view described message by message (``inspect``).
+* ``evidence``: what the recorded next message's calls used that the view still showed
+  (evidence kept), per request and per compaction; ``rework``: calls repeated after the
+  session's own compactions; ``evidence_output``: their text.
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).
