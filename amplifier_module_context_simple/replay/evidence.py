@@ -49,21 +49,22 @@ __all__ = [
     "used_strings",
 ]
 
-_RUN = re.compile(r"[A-Za-z0-9_./\-]+")
-_CAMEL = re.compile(r"[a-z][A-Z]")
-_LETTER = re.compile(r"[A-Za-z]")
 _MIN_CHARS = 4
 _EVIDENCE_ROLES = frozenset({"tool", "user"})
+_RUN = re.compile(rf"[A-Za-z0-9_./\-]{{{_MIN_CHARS},}}")
+_MARKED = re.compile(r"[/._]|[a-z][A-Z]")
+_LETTER = re.compile(r"[A-Za-z]")
 
 
 def salient_strings(text: str) -> set[str]:
     """The salient strings of ``text`` (see the module docstring)."""
     found: set[str] = set()
-    for match in _RUN.finditer(text):
-        word = match.group().strip("./-")
-        if len(word) < _MIN_CHARS or not _LETTER.search(word):
+    # Each distinct run is judged once: a tool result repeats most of its words.
+    for run in set(_RUN.findall(text)):
+        if not _MARKED.search(run):
             continue
-        if "/" in word or "." in word or "_" in word or _CAMEL.search(word):
+        word = run.strip("./-")
+        if len(word) >= _MIN_CHARS and _LETTER.search(word) and _MARKED.search(word):
             found.add(word)
     return found
 
