@@ -29,7 +29,7 @@ SECRET = "deep/secret_file.py"
 def test_salient_strings_are_paths_identifiers_and_camel_case() -> None:
     text = (
         "Run pytest on tests/test_app.py, see /repo/src/app.py: load_config() in ContextConfig. "
-        "e.g. version 0.5, v1.2 works; etc."
+        "e.g. version 0.5, v1.2 works; etc. Finished."
     )
     assert salient_strings(text) == {
         "tests/test_app.py", "repo/src/app.py", "load_config", "ContextConfig", "v1.2",
