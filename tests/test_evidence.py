@@ -17,10 +17,12 @@ from amplifier_module_context_simple.replay.evidence import (
     EvidenceRecord,
     EvidenceTracker,
     by_compaction,
+    forms,
     salient_strings,
 )
 
 from .cli_runs import run_json
+from .test_rework import compacted_log
 
 BIG = "word " * 2_500
 SECRET = "deep/secret_file.py"
@@ -135,8 +137,9 @@ def _scratch(
     views: list[list[int]], messages: list[dict[str, Any]], wanted: list[set[str]]
 ) -> list[tuple[int, int, list[int]]]:
     """(used, kept, left_at) per request, from nothing: the whole history so far and the whole
-    view; a lost string left at the earliest request of the run of views, back from this one,
-    that held it in the history and did not show it."""
+    view. A used string counts when the history held one of its forms, is kept when the view
+    shows one, and left at the latest request at which one of its held forms started a run of
+    views, back from this one, that held it in the history without showing it."""
 
     def strings(positions: list[int]) -> set[str]:
         return set().union(*(salient_strings(messages[p]["content"]) for p in positions))
@@ -145,18 +148,23 @@ def _scratch(
     shown = [strings(view) for view in views]
     found: list[tuple[int, int, list[int]]] = []
     for n in range(len(views)):
-        used = wanted[n] & seen[n]
+        held = {s: forms(s) & seen[n] for s in wanted[n]}
+        used = {s: met for s, met in held.items() if met}
+        lost = sorted(s for s, met in used.items() if not met & shown[n])
         left: list[int] = []
-        for string in sorted(used - shown[n]):
-            m = n
-            while m > 0 and string in seen[m - 1] and string not in shown[m - 1]:
-                m -= 1
-            left.append(m + 1)
-        found.append((len(used), len(used & shown[n]), left))
+        for string in lost:
+            starts: list[int] = []
+            for form in used[string]:
+                m = n
+                while m > 0 and form in seen[m - 1] and form not in shown[m - 1]:
+                    m -= 1
+                starts.append(m + 1)
+            left.append(max(starts))
+        found.append((len(used), len(used) - len(lost), left))
     return found
 
 
-WORDS = ["a/b.py", "c_d", "eF_g", "h/i.txt", "plain", "jk.md"]
+WORDS = ["a/b.py", "b.py", "x/a/b.py", "c_d", "eF_g", "h/i.txt", "plain", "jk.md"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -197,3 +205,22 @@ def test_by_compaction_gives_each_loss_to_the_compaction_it_left_at() -> None:
     first, second = by_compaction(records, [2, 3])
     assert (first.lost_uses, first.first_loss_request, first.first_loss) == (2, 3, ["a.py"])
     assert (second.lost_uses, second.first_loss_request, second.first_loss) == (1, 3, ["b.py"])
+
+
+def test_a_path_is_met_by_its_endings() -> None:
+    assert forms("p/src/app.py") == {"p/src/app.py", "src/app.py", "app.py"}
+    assert forms("a/b") == {"a/b"}  # "b" is no salient string
+    assert forms("load_config") == {"load_config"}
+
+
+def test_a_call_s_absolute_path_is_met_by_the_prompt_s_file_name(tmp_path: Path) -> None:
+    # The log of test_rework, by hand: request 1 reads /p/src/app.py, which the prompt named
+    # as app.py (used 1, kept 1); request 2 runs pytest tests/test_app.py, which nothing
+    # earlier named (0); request 4 reads /p/src/app.py again (the prompt and the summary name
+    # app.py: used 1, kept 1); request 5 reads /p/tests/test_app.py and request 6 runs the
+    # tests (named by no result or prompt: 0); requests 3 and 7 answer in words (0).
+    document = run_json("replay", str(compacted_log(tmp_path / "s.jsonl")))
+    assert [(e["used"], e["kept"]) for e in document["evidence"]] == [
+        (1, 1), (0, 0), (0, 0), (1, 1), (0, 0), (0, 0), (0, 0),
+    ]  # fmt: skip
+    assert document["summary"]["evidence_kept_share"] == 1.0

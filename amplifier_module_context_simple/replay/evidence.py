@@ -20,8 +20,9 @@ For request N:
 A salient string is a run of letters, digits and ``_ . / -`` (ends trimmed of ``. / -``), at
 least four characters long, with a letter, that holds a ``/``, a ``.`` or a ``_`` or is
 camelCase: ``src/app.py``, ``test_budget``, ``ContextConfig``, ``v1.2``; not ``pytest``,
-``e.g`` or ``0.5``. It is compared whole, so ``/repo/src/app.py`` (``repo/src/app.py``) and
-``src/app.py`` are two strings.
+``e.g`` or ``0.5``. A string the call used is met by itself or by one of its path endings
+(:func:`forms`): a call's ``/repo/src/app.py`` (``repo/src/app.py``) is met by ``src/app.py``
+or ``app.py`` in a result, as tools print paths shorter than agents pass them; it counts once.
 
 Cost: each history message's strings are read once, when it joins the history; a view costs
 the messages it holds past what it shares with the previous view (as the drop tracker).
@@ -44,6 +45,7 @@ __all__ = [
     "EvidenceRecord",
     "EvidenceTracker",
     "by_compaction",
+    "forms",
     "kept_share",
     "salient_strings",
     "used_strings",
@@ -66,6 +68,18 @@ def salient_strings(text: str) -> set[str]:
         word = run.strip("./-")
         if len(word) >= _MIN_CHARS and _LETTER.search(word) and _MARKED.search(word):
             found.add(word)
+    return found
+
+
+def forms(string: str) -> set[str]:
+    """``string`` and each of its path endings that is salient itself: ``p/src/app.py`` ->
+    ``p/src/app.py``, ``src/app.py``, ``app.py``."""
+    found = {string}
+    parts = string.split("/")
+    for start in range(1, len(parts)):
+        ending = "/".join(parts[start:])
+        if ending in salient_strings(ending):
+            found.add(ending)
     return found
 
 
@@ -169,9 +183,12 @@ class EvidenceTracker:
         for string in gone:
             if self._shown[string] <= 0:
                 self._left[string] = request
-        used = used_strings(upcoming) & self._seen
-        lost = sorted(s for s in used if self._shown[s] <= 0)
-        left_at = [self._left[s] for s in lost]
+        # Each used string with the forms of it the history held; none held: not evidence.
+        held = {s: forms(s) & self._seen for s in used_strings(upcoming)}
+        used = {s: met for s, met in held.items() if met}
+        lost = sorted(s for s, met in used.items() if all(self._shown[f] <= 0 for f in met))
+        # Left when the last of its forms the history held left (or joined it unshown).
+        left_at = [max(self._left[f] for f in used[s]) for s in lost]
         record = EvidenceRecord(request, len(used), len(used) - len(lost), lost, left_at)
         self.records.append(record)
         return record
