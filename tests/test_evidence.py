@@ -224,3 +224,17 @@ def test_a_call_s_absolute_path_is_met_by_the_prompt_s_file_name(tmp_path: Path)
         (1, 1), (0, 0), (0, 0), (1, 1), (0, 0), (0, 0), (0, 0),
     ]  # fmt: skip
     assert document["summary"]["evidence_kept_share"] == 1.0
+
+
+def test_a_string_held_in_two_forms_left_when_the_later_one_did() -> None:
+    # Request 1 shows x/a/b.py; request 2's view leaves it out; request 3's history adds a
+    # result naming b.py that its view does not show. The call at request 3 uses x/a/b.py:
+    # both forms were held and neither is shown; the later of the two left at request 3.
+    first, second = result("c1", "see x/a/b.py"), result("c2", "b.py changed")
+    prompt = {"role": "user", "content": "Go."}
+    uses = call("c3", "x/a/b.py")
+    tracker = EvidenceTracker()
+    tracker.observe(1, [prompt, first], [prompt, first], uses, shared=0)
+    tracker.observe(2, [prompt], [prompt, first], uses, shared=1)
+    record = tracker.observe(3, [prompt], [prompt, first, second], uses, shared=1)
+    assert (record.used, record.kept, record.lost, record.left_at) == (1, 0, ["x/a/b.py"], [3])
