@@ -8,15 +8,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-from amplifier_module_context_simple import estimate_message_tokens
+from rich.console import Console
+
+from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.claude_code_log import load_claude_code_log
+from amplifier_module_context_simple.replay.evidence_output import render_evidence
 from amplifier_module_context_simple.replay.pricing import prices_for
+from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.rework import (
     FROM_EVENTS,
     FROM_LOG,
+    RepeatedCall,
+    Rework,
+    ReworkSpan,
     find_rework,
     log_compactions,
 )
+from amplifier_module_context_simple.replay.row_caps import COMPACTION_ROWS
 
 from .cli_runs import run, run_json
 from .test_claude_code_log import MODEL, Log, result, text, tool_use, usage_of
@@ -166,3 +174,17 @@ def test_a_bare_transcript_has_no_rework(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert run_json("replay", str(path))["rework"] is None
+
+
+def test_the_text_shows_the_largest_spans_and_says_how_many_more() -> None:
+    spans = [
+        ReworkSpan(n, n, 1, [RepeatedCall(n, n, "read", f"f{n}.py", 0, n)], n, n * 1.25, None)
+        for n in range(1, COMPACTION_ROWS + 6)
+    ]
+    report = ReplayReport(source={}, config=ContextConfig(), window=None)
+    report.rework = Rework(FROM_LOG, spans)
+    console = Console(record=True, width=200)
+    render_evidence(console, report)
+    text = console.export_text()
+    assert "… 5 more compactions (smaller); see --json" in text
+    assert "after request 1:" not in text and f"after request {COMPACTION_ROWS + 5}:" in text

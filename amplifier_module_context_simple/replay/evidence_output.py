@@ -12,7 +12,7 @@ from rich.markup import escape
 from .evidence import CompactionEvidence, by_compaction
 from .report import ReplayReport
 from .rework import Rework
-from .row_caps import COMPACTION_ROWS, largest, more_text
+from .row_caps import largest, more_text
 
 __all__ = ["evidence_rows", "render_evidence"]
 
@@ -75,7 +75,8 @@ def _render_rework(console: Console, rework: Rework) -> None:
     document = rework.as_json()
     if not rework.spans:
         console.print(
-            f"[bold]Rework[/] the session recorded no compaction of its own ({rework.source})"
+            "[bold]Rework[/] none to count: the recording shows no compaction of the session's "
+            f"own ({escape(rework.source)} looked for)"
         )
         return
     usd = document["usd"]
@@ -87,9 +88,9 @@ def _render_rework(console: Console, rework: Rework) -> None:
         f"{document['repeated_calls']:,} repeated call(s) after {len(rework.spans)} "
         f"compaction(s), {document['tokens']:,} tokens of results read again ({cost})"
     )
-    for span in rework.spans[:COMPACTION_ROWS]:
-        if not span.repeated:
-            continue
+    repeating = [span for span in rework.spans if span.repeated]
+    shown = largest(repeating, lambda span: span.tokens)
+    for span in shown:
         calls = ", ".join(f"`{r.tool} {r.argument}`" for r in span.repeated[:SHOWN_STRINGS])
         more = len(span.repeated) - SHOWN_STRINGS
         console.print(
@@ -100,3 +101,5 @@ def _render_rework(console: Console, rework: Rework) -> None:
                 + (f" and {more} more" if more > 0 else "")
             )
         )
+    if len(shown) < len(repeating):
+        console.print(f"  [dim]{more_text(len(repeating) - len(shown), 'compactions')}[/]")
