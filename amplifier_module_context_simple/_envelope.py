@@ -9,6 +9,7 @@ request known to be over the provider's hard limit never goes out (``fail_closed
 from __future__ import annotations
 
 __all__ = [
+    "NOT_COUNTED",
     "Counted",
     "FitOutput",
     "Measurement",
@@ -17,6 +18,7 @@ __all__ = [
     "read_counted",
     "read_envelope",
     "read_fitted",
+    "unusable_reason",
 ]
 
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +30,8 @@ from ._numbers import is_int
 
 FitOutput = Callable[[list[dict[str, Any]], Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]
 """The orchestrator's ``fit_output(view, attempt)``: a newly counted envelope, or ``None``."""
+NOT_COUNTED = "not counted ('budget_decision' is None)"
+"""Why an envelope without a decision carries no usable count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,8 @@ class Counted:
     estimated_input_tokens: int
     input_limit_tokens: int
     measurement: Measurement | None
+    problem: str | None = None
+    """Why ``measurement`` is None: the first rule the envelope's measurement broke."""
 
     @property
     def over_limit(self) -> bool:
@@ -95,20 +101,43 @@ def read_counted(envelope: object, *, what: str = "count_view") -> Counted | Non
                 f"{what}: 'budget_decision' field {key!r} must be a non-negative int, got {value!r}"
             )
     measurement = decision["measurement"]
-    usable: Measurement | None = None
     # Anything but a provider count in the expected shape is an unusable measurement (the
     # reference's reading), never an error: only the hard-safety fields are strict.
-    if isinstance(measurement, Mapping):
-        source, tokens = measurement.get("source"), measurement.get("input_tokens")
-        if (
-            measurement.get("kind") == "provider_count"
-            and isinstance(source, str)
-            and bool(source)
-            and _is_count(tokens)
-            and estimated >= tokens  # type: ignore[operator]
-        ):
-            usable = Measurement(source, tokens, estimated, limit)  # type: ignore[arg-type]
+    problem = _measurement_problem(measurement, estimated)  # type: ignore[arg-type]
+    if problem is not None:
+        return Counted(estimated, limit, None, problem)  # type: ignore[arg-type]
+    assert isinstance(measurement, Mapping)
+    usable = Measurement(measurement["source"], measurement["input_tokens"], estimated, limit)  # type: ignore[arg-type]
     return Counted(estimated, limit, usable)  # type: ignore[arg-type]
+
+
+def _measurement_problem(measurement: object, estimated: int) -> str | None:
+    """The first rule of a usable measurement that ``measurement`` breaks, or None."""
+    if measurement is None:
+        return "'measurement' is None (the provider did not count the request)"
+    if not isinstance(measurement, Mapping):
+        return f"'measurement' is a {type(measurement).__name__}, not a mapping"
+    kind = measurement.get("kind")  # type: ignore[union-attr]
+    if kind != "provider_count":
+        return f"measurement 'kind' is {kind!r}, not 'provider_count'"
+    source = measurement.get("source")  # type: ignore[union-attr]
+    if not isinstance(source, str) or not source:
+        return f"measurement 'source' must be a non-empty string, got {source!r}"
+    tokens = measurement.get("input_tokens")  # type: ignore[union-attr]
+    if not _is_count(tokens):
+        return f"measurement 'input_tokens' must be a non-negative int, got {tokens!r}"
+    if estimated < tokens:  # type: ignore[operator]
+        return (
+            f"'estimated_input_tokens' ({estimated}) is below the measured 'input_tokens' "
+            f"({tokens}): the hard-safety estimate must cover the count"
+        )
+    return None
+
+
+def unusable_reason(envelope: Mapping[str, Any]) -> str | None:
+    """Why a well-formed counted envelope carries no usable count (None: it does)."""
+    counted = read_counted(envelope)
+    return NOT_COUNTED if counted is None else counted.problem
 
 
 def read_envelope(envelope: object, *, what: str = "count_view") -> Measurement | None:

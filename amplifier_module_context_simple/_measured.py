@@ -28,6 +28,7 @@ from typing import Any
 from ._budget import context_length_error
 from ._decisions import CompactionStats, Decisions
 from ._envelope import (
+    NOT_COUNTED,
     Counted,
     FitOutput,
     Measurement,
@@ -35,6 +36,7 @@ from ._envelope import (
     fit,
     read_counted,
     read_envelope,
+    unusable_reason,
 )
 from ._ladder import Step
 from ._meter import fit_size_model
@@ -210,6 +212,8 @@ async def _walk(
         "trigger": int(trigger),  # reported whole, compared exactly (as the plain path does)
         "target": target,
         "measured_before": None if first is None else first.input_tokens,
+        # Why the count could not be used (None: it could): in the result and in the log.
+        "unusable_reason": None if first is not None else unusable_reason(attempt),
     }
     if first is None:
         return await _fallback(pipeline, scope, base_view, attempt, calls, count_view, result)
@@ -236,6 +240,7 @@ async def _walk(
             if reading is None:
                 # Fall back to the last view that was counted, with its own envelope.
                 unavailable = True
+                result["unusable_reason"] = unusable_reason(next_attempt)
                 break
             measured, view, attempt = reading, candidate, next_attempt
             pairs.append((tokens, measured.input_tokens))
@@ -342,6 +347,11 @@ def _finish(
         "measured_tokens": before,
         "overhead_tokens": None if before is None else max(0, before - plan.covered),
     }
+    if outcome == "measurement_unavailable":
+        # Not counting at all is a choice (info); a count in the wrong shape is a bug (warning).
+        level = logging.INFO if result["unusable_reason"] == NOT_COUNTED else logging.WARNING
+        logger.log(level, "context-simple: measured request view: the provider's count is "
+                   "unusable (%s); planned on the estimate", result["unusable_reason"])  # fmt: skip
     if outcome == "protected_floor":
         logger.warning(
             "context-simple: measured compaction stopped at the protected floor (%s tokens "

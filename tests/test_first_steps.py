@@ -43,7 +43,8 @@ def test_an_unknown_session_id_says_where_it_looked(
     error = result.stderr.strip()
     assert error == (
         "context-simple: error: no such file or directory: c37652eb, and no session id starts "
-        f"with it under {tmp_path}/.amplifier/projects/*/sessions/ (1 session(s) there)"
+        f"with it under {tmp_path}/.amplifier/projects/*/sessions/ (1 session(s) there) or "
+        f"{tmp_path}/.claude/projects/*/ (0 log(s) there)"
     )
     # A path is not an id: the plain error.
     result = run("replay", "./c37652eb")

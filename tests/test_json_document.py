@@ -32,6 +32,7 @@ from amplifier_module_context_simple.replay.sweep import SWEPT_KEYS
 
 from . import json_doc
 from .cli_runs import run, run_json
+from .test_rework import compacted_log
 from .test_session_report import REAL_SESSION, make_session
 
 Document = tuple[str, str, dict[str, Any]]
@@ -62,6 +63,17 @@ def bare_transcript(path: Path) -> Path:
     ]
     lines = ["not json" if m is None else json.dumps(m) for m in messages]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def conversations(path: Path) -> Path:
+    """Two conversations, one per line, as a fine-tuning file holds them."""
+    lines = [
+        {"messages": [{"role": "user", "content": f"Question {n}"},
+                      {"role": "assistant", "content": f"Answer {n}"}]}
+        for n in (1, 2)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
     return path
 
 
@@ -106,6 +118,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
     example = run_json("replay")
     session = str(make_session(tmp / "session"))
     bare = str(bare_transcript(tmp / "bare.jsonl"))
+    train = str(conversations(tmp / "train.jsonl"))
     small_window = ("--context-window", "8000", "--max-output-tokens", "2000")
     why = str(example["drops"][0]["position"])
     made: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
@@ -115,6 +128,10 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         ("a bare transcript, --overhead", "replay",
          lambda: run_json("replay", bare, "--overhead", "3000", *small_window)),
         ("a bare transcript, no window", "replay", lambda: run_json("replay", bare)),
+        ("a Claude Code log that compacted itself", "replay",
+         lambda: run_json("replay", str(compacted_log(tmp / "compacted.jsonl")))),
+        ("a file of conversations", "replay",
+         lambda: run_json("replay", train, "--conversation", "2")),
         ("a report with a first budget", "replay", first_budget_document),
         ("sweep of a recorded session", "sweep",
          lambda: run_json("sweep", session, "--target-usage", "0.4,0.5")),
@@ -149,6 +166,8 @@ def test_the_inputs_reach_what_they_are_here_for(documents: list[Document]) -> N
     small = by_name["a bare transcript, --overhead"]
     assert small["refusals"]["refused"] and small["refusals"]["repairs"] and small["warnings"]
     assert by_name["a bare transcript, no window"]["window"] is None
+    assert by_name["a Claude Code log that compacted itself"]["rework"]["spans"][0]["repeated"]
+    assert any(e["first_loss_request"] for e in example["evidence_by_compaction"])
 
 
 _MapRule = Callable[[set[str], set[str]], None]

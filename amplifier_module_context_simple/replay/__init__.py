@@ -11,9 +11,11 @@ Modules, by job:
   error handling (console script).
 * ``options``: the options both commands share, declared once; ``config_options``: the
   context-config options, read from ``ContextConfig``'s fields, and the config they build.
-* ``inputs``: the options checked and the messages they name; ``transcripts``: loading a
-  recorded session; ``claude_code_log``: reading a Claude Code session log into the same
-  shape, with its recorded usage; ``example_session``: the seeded built-in session.
+* ``inputs``: the options checked and the messages they name; ``locate``: where the name
+  given points (a file, a session directory or id, a Claude Code project folder or session
+  id); ``transcripts``: loading a recorded session; ``conversations``: one conversation of a
+  file holding one per line; ``claude_code_log``: reading a Claude Code session log into the
+  same shape, with its recorded usage; ``example_session``: the seeded built-in session.
 * ``session_dir``: reading a session directory (metadata, the events log streamed);
   ``known_windows``: the fallback table of model windows; ``session_settings``: each setting
   and where it came from; ``recorded_feed``: the recorded system prompts and usage fed to a
@@ -35,10 +37,14 @@ Modules, by job:
   message models as a second validity check; ``simulation``: the simulated provider window;
   ``view_tally``: each view's sums, carried over from the view before.
 * ``view``: one view described message by message (``inspect``).
+* ``evidence``: what the recorded next message's calls used that the view still showed
+  (evidence kept), per request and per compaction; ``rework``: calls repeated after the
+  session's own compactions; ``evidence_output``: their text.
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).
 * ``table_fit``: the one rule every table fits the terminal by; ``output``: the Rich tables;
-  ``findings_output``: the tables of drops, refusals and sweeps; ``json_text``: the ``--json``
+  ``findings_output``: the tables of drops, refusals and sweeps; ``row_caps``: which
+  per-compaction rows the text report shows (the largest); ``json_text``: the ``--json``
   documents' text; ``plot``: the ``--plot`` chart; ``errors``: the command's error.
 """

@@ -43,6 +43,7 @@ from .cache_reuse import CacheReport
 from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
+from .evidence_output import render_evidence
 from .findings_output import (
     render_drops,
     render_left_out,
@@ -198,6 +199,7 @@ def replay_command(
     with _collector_paused(last=_process_ends_with_command):
         data = prepare(options)
         report = _run(data, show_progress=not as_json).report
+        report.rework = data.rework(report.token_family)
         if as_json:
             typer.echo(json_text(report.as_json()))
         else:
@@ -205,6 +207,7 @@ def replay_command(
             render_report(console, report, show_requests=requests)
             if report.requests:
                 render_drops(console, report)
+                render_evidence(console, report)
                 render_refusals(console, assess(report))
     if pyplot is not None and plot is not None and report.requests:
         write_plot(pyplot, report, plot)

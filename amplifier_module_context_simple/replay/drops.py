@@ -43,6 +43,7 @@ __all__ = [
     "DropTracker",
     "PositionIndex",
     "call_text",
+    "calls_made",
     "drops_at",
     "explain",
     "first_line",
@@ -123,13 +124,14 @@ def main_argument(arguments: object) -> str | None:
     return line if len(line) <= ARGUMENT_CHARS else line[: ARGUMENT_CHARS - 1] + "…"
 
 
-def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
-    """(call id, tool name, main argument) for every call the message makes, each call once.
+def calls_made(message: Mapping[str, Any]) -> list[tuple[str, str, object]]:
+    """(call id, tool name, arguments as stored) for every call the message makes, each once.
 
     Amplifier stores a call twice, as a ``tool_calls`` entry and as a ``tool_call`` content
     block with the same id; a block whose id a ``tool_calls`` entry already has is that call.
+    Both call shapes are read (``tool``/``name`` and ``arguments``, or OpenAI's ``function``).
     """
-    found: list[tuple[str, str, str | None]] = []
+    found: list[tuple[str, str, object]] = []
     calls = message.get("tool_calls")
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, Mapping):
@@ -140,15 +142,20 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
                 name = name or function.get("name")
                 arguments = arguments or function.get("arguments")
             call_id = str(call.get("id") or call.get("tool_call_id") or "")
-            found.append((call_id, str(name), main_argument(arguments)))
+            found.append((call_id, str(name), arguments))
     listed = {call_id for call_id, _, _ in found if call_id}
     for block in blocks(message):
         if block.get("type") in CALL_BLOCK_TYPES:
             call_id = str(block.get("id") or "")
             if not call_id or call_id not in listed:
                 arguments = block.get("input", block.get("arguments"))
-                found.append((call_id, str(block.get("name")), main_argument(arguments)))
+                found.append((call_id, str(block.get("name")), arguments))
     return found
+
+
+def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(call id, tool name, main argument) for every call the message makes."""
+    return [(i, name, main_argument(arguments)) for i, name, arguments in calls_made(message)]
 
 
 class PositionIndex:

@@ -35,6 +35,7 @@ from .. import _events as events
 from .._estimate import family_for_model
 from .._invariants import ViewChecker, shared_start
 from .drops import DropTracker
+from .evidence import EvidenceTracker
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
 from .records import request_budget
@@ -138,6 +139,7 @@ async def replay(
     checker = ViewChecker(config.max_tool_result_bytes)
     tally = ViewTally(family, known)
     tracker = DropTracker(family, drops=report.drops, known=known)  # changes, per position
+    evidence = EvidenceTracker(records=report.evidence)  # what the next message used, kept
     simulated = ReplayCache(family, known)  # the provider's cache over these views
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
     collector = _WarningCollector()
@@ -196,6 +198,7 @@ async def replay(
                     record.request, view, manager.messages, level=level,
                     compacted=record.compacted, shared=shared,
                 )  # fmt: skip
+                evidence.observe(record.request, view, manager.messages, message, shared=shared)
                 previous_prefix = view
                 if feed is not None:
                     whole = not (record.left_out or record.shortened or record.stubs)

@@ -17,6 +17,7 @@ from .drops import LEFT, Drop, PositionIndex, call_text, first_line
 from .records import not_recorded_check_text
 from .refusals import STORM_MIN, STREAK_MIN, RefusalReport
 from .report import ReplayReport
+from .row_caps import largest, more_text
 from .sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
 from .table_fit import Cell, Column, Note, fit_table
 
@@ -73,7 +74,9 @@ def render_drops(console: Console, report: ReplayReport) -> None:
     ]  # fmt: skip
     rows: list[list[Cell]] = []
     ends: set[int] = set()
-    for request, drops in by_request.items():
+    shown_requests = largest(list(by_request), lambda r: _removed(by_request[r]))
+    for request in shown_requests:
+        drops = by_request[request]
         shown = sorted(drops, key=lambda d: (-d.tokens_before, d.position))[:DROP_ROWS]
         for i, d in enumerate(shown):
             mark = "" if d.compacted else "°"  # left out with no compaction at the request
@@ -86,11 +89,18 @@ def render_drops(console: Console, report: ReplayReport) -> None:
             more = Note(f"… {len(drops) - len(shown)} more ({_counts(drops)})")
             rows.append(["", "", "", "", more, "", "", ""])  # the call column: the widest text
         ends.add(len(rows) - 1)
+    if len(shown_requests) < len(by_request):
+        hidden = more_text(len(by_request) - len(shown_requests), "requests that dropped")
+        rows.append(["", "", "", "", Note(hidden), "", "", ""])
     caption = None
     if any(not d.compacted for d in report.drops):
         caption = "° no compaction at that request: a pairing repair left the message out"
     title = "What each compaction dropped (largest first; all in --json)"
     console.print(fit_table(columns, rows, title=title, caption=caption, section_ends=ends))
+
+
+def _removed(drops: Sequence[Drop]) -> int:
+    return sum(d.tokens_before - d.tokens_after for d in drops)
 
 
 def _counts(drops: Sequence[Drop]) -> str:
@@ -206,7 +216,8 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     columns = [
         *(Column(SWEPT_KEYS[k][0].removeprefix("--").replace("-", "\n", 1)) for k in keys),
         Column("priced\ninput", drop=5), Column("at the\nmarkers", drop=4),
-        Column("kept\nmean", drop=3), Column("kept\nmin", drop=2), Column("compactions"),
+        Column("kept\nmean", drop=3), Column("kept\nmin", drop=2),
+        Column("evidence\nkept", drop=6), Column("compactions"),
         Column("prefix\nbreaks"), Column(f"peak of\n{share}"), Column("refused"),
         Column("budget", drop=1),
     ]  # fmt: skip
@@ -214,6 +225,7 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         [
             *(_value(r.setting[k]) for k in keys), f"{r.priced_input_tokens:,.0f}",
             f"{r.priced_at_markers:,.0f}", f"{r.kept_mean:.1%}", f"{r.kept_min:.1%}",
+            "—" if r.evidence_kept is None else f"{r.evidence_kept:.1%}",
             f"{r.compactions:,}", f"{r.prefix_breaks:,}", f"{r.peak_share:.1%}",
             f"{r.refused_views:,}", f"{r.budget:,}",
         ]
@@ -222,7 +234,9 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     caption = (
         "cheapest first. priced input: base-price tokens through a simulated 5-minute cache "
         "(requests a minute apart), every message cached / only at the provider's markers; "
-        "kept: share of the history's tokens a view sent; cache breaks: views whose prefix is "
+        "kept: share of the history's tokens a view sent; evidence kept: of the strings the "
+        "next calls used from earlier results and prompts, the share the views still showed; "
+        "cache breaks: views whose prefix is "
         f"not the previous view's; peak: largest view plus overhead over the {share}; refused: "
         "views a provider would refuse"
     )

@@ -34,14 +34,23 @@ from .claude_code_log import (
     parse_claude_code_log,
 )
 from .config_options import build_config
+from .conversations import CONVERSATION_FLAG, is_conversation_file, load_conversation
 from .errors import CliError, one_line
 from .example_session import generate_session
+from .locate import locate, not_found_text
+from .rework import (
+    FROM_EVENTS,
+    FROM_LOG,
+    Rework,
+    events_compactions,
+    find_rework,
+    log_compactions,
+)
 from .session_dir import (
     RecordedRequest,
     RecordedSession,
     SessionError,
     find_session,
-    not_found_text,
     read_session,
 )
 from .session_settings import describe_settings, resolve_settings
@@ -76,6 +85,8 @@ class SharedOptions:
     messages: int | None
     overhead: int | None = None
     """``--overhead``: what a bare transcript lacks, for the window breakdown (payload.py)."""
+    conversation: int | None = None
+    """``--conversation``: which conversation of a file holding one per line."""
 
 
 @dataclass
@@ -97,6 +108,18 @@ class ReplayInput:
     overhead: int | None = None
     """``--overhead``: tokens each request carries beyond a bare transcript's view."""
 
+    def rework(self, family: str | None) -> Rework | None:
+        """Calls repeated after the recording's own compactions (``None``: it records none
+        it could have made: a bare transcript, or a session without an events file)."""
+        model = self.window.model if self.window is not None else None
+        if self.log is not None:
+            found, source = log_compactions(self.log), FROM_LOG
+        elif self.session is not None and self.session.events is not None:
+            found, source = events_compactions(self.session.events), FROM_EVENTS
+        else:
+            return None
+        return find_rework(self.messages, found, source=source, family=family, model=model)
+
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
         if self.log is not None:
@@ -113,17 +136,31 @@ def prepare(options: SharedOptions) -> ReplayInput:
     ):
         raise CliError("--seed and --messages only apply to the built-in example session")
     piped = _stdin(options.transcript)
-    if options.transcript is None:
+    given = options.transcript
+    if given is not None:
+        located = locate(given)
+        given = located.name
+        for note in located.notes:
+            typer.echo(f"context-simple: {note}", err=True)
+    lines = piped.split("\n") if piped is not None else None
+    if given is not None and is_conversation_file(lines or _head(given)):
+        messages, source = _conversation(given, lines, options)
+    elif options.conversation is not None:
+        raise CliError(
+            f"{CONVERSATION_FLAG} applies only to a file holding one conversation per line "
+            '({"messages": [...]})'
+        )
+    elif given is None:
         messages, source = _example(options)
-    elif _is_log(options.transcript, piped):
-        log, session, source = _claude_code_log(options.transcript, piped, strict=options.strict)
+    elif _is_log(given, piped):
+        log, session, source = _claude_code_log(given, piped, strict=options.strict)
         messages = log.messages
     else:
-        found = _session(options.transcript, strict=options.strict)
+        found = _session(given, strict=options.strict)
         session = found if found is not None and found.events is not None else None
-        name = str(found.directory) if found is not None else options.transcript
+        name = str(found.directory) if found is not None else given
         messages, source = _transcript(name, strict=options.strict, stdin=piped)
-        source["name"] = "standard input" if name == "-" else options.transcript
+        source["name"] = "standard input" if name == "-" else given
         if found is not None and session is None and found.notes:
             # A directory with no events file to read: the transcript is replayed alone, and
             # what was found instead (an events.jsonl that is a directory) is still said.
@@ -259,6 +296,51 @@ def _warn_skipped(skipped: list[LineError]) -> None:
     if len(skipped) > SHOWN_SKIPPED_LINES:
         more = len(skipped) - SHOWN_SKIPPED_LINES
         typer.echo(f"context-simple: warning: skipped {more} more line(s)", err=True)
+
+
+def _head(name: str) -> list[bytes]:
+    """The first lines of the file ``name`` (none for a directory or a name that is no file),
+    for the sniffing readers."""
+    path = Path(name).expanduser()
+    if not path.is_file():
+        return []
+    try:
+        with path.open("rb") as stream:
+            return [line for _, line in zip(range(50), stream, strict=False)]
+    except OSError:
+        return []
+
+
+def _conversation(
+    name: str, lines: list[str] | None, options: SharedOptions
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One conversation of a file holding one per line (``lines``: standard input's)."""
+    label = "standard input" if lines is not None else name
+    try:
+        if lines is not None:
+            chosen = load_conversation(
+                lines, label=label, choice=options.conversation, strict=options.strict
+            )
+        else:
+            with Path(name).expanduser().open("rb") as stream:
+                chosen = load_conversation(
+                    stream, label=label, choice=options.conversation, strict=options.strict
+                )
+    except TranscriptError as exc:
+        raise CliError(one_line(str(exc))) from None
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from None
+    loaded = chosen.loaded
+    _warn_skipped(loaded.skipped)
+    source: dict[str, Any] = {
+        "name": label,
+        "format": loaded.format,
+        "messages": len(loaded.messages),
+        "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in loaded.skipped],
+        "conversation": chosen.number,
+        "conversations": chosen.count,
+    }
+    return loaded.messages, source
 
 
 def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -20,6 +20,7 @@ from rich.markup import escape
 from .config_options import config_option_specs
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
 from .simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
+from .transcripts import ACCEPTED_LAYOUTS
 
 __all__ = ["shared_options"]
 
@@ -59,9 +60,10 @@ _TRANSCRIPT = _Parameter(
     Annotated[
         str | None,
         typer.Argument(
-            help="transcript.jsonl, a session directory, OpenAI-style chat JSONL, a Claude Code "
-            "session log (~/.claude/projects/*/*.jsonl), or - for stdin. Omit it to replay the "
-            "built-in example session.",
+            help=escape(
+                f"What to replay. Read: {ACCEPTED_LAYOUTS}. Omit it to replay the built-in "
+                "example session."
+            ),
             show_default=False,
         ),
     ],
@@ -113,6 +115,14 @@ _INPUT = [
         bool,
         False,
         "Fail on the first unusable line instead of skipping it.",
+        _INPUT_PANEL,
+    ),
+    _option(
+        "conversation",
+        int,
+        None,
+        "Which conversation to replay (1-based) of a file holding one per line "
+        '({"messages": [...]}, as fine-tuning and eval files do); needed when it holds several.',
         _INPUT_PANEL,
     ),
     _option("seed", int, None, f"Built-in example: random seed [{EXAMPLE_SEED}].", _INPUT_PANEL),

@@ -14,10 +14,12 @@ from rich.console import Console, RenderableType
 from rich.markup import escape
 
 from .engine import ReplayOutcome
+from .evidence_output import evidence_rows
 from .host_check import HOST_CHECK_RUN
 from .records import levels_text, not_recorded_text
 from .refusals import assess
 from .report import ReplayReport
+from .row_caps import capped_rows, freed
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from .settings_text import render_settings
 from .table_fit import Column, fit_table
@@ -64,7 +66,7 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Tokens not sent, summed over requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
         *_cache_rows(s),
-        *_simulated_rows(s),
+        *_simulated_rows(s), *evidence_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results cut on arrival", f"{s['ingress_truncations']:,}"),
@@ -312,21 +314,20 @@ def _compactions_table(report: ReplayReport) -> RenderableType:
         Column("removed"), Column("truncated", drop=2), Column("stubbed", drop=1),
         Column("where", kind="word", drop=4), Column("thinking\nlost", drop=5),
     ]  # fmt: skip
-    rows = [
-        [
-            str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
-            f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
-            str(c.stubbed), "turn start" if c.at_turn_start else "in a loop",
-            str(c.thinking_blocks_after_edit),
-        ]
-        for i, c in enumerate(report.compactions, 1)
-    ]  # fmt: skip
+    rows, more = capped_rows(report.compactions, freed, lambda i, c: [
+        str(i), str(c.request), str(c.level), f"{c.before_tokens:,} → {c.after_tokens:,}",
+        f"{c.before_messages} → {c.after_messages}", str(c.removed), str(c.truncated),
+        str(c.stubbed), "turn start" if c.at_turn_start else "in a loop",
+        str(c.thinking_blocks_after_edit),
+    ], what="compactions")  # fmt: skip
+    where = (
+        "where: at a turn's first request (only finished turns' reasoning is lost) or inside "
+        "a tool loop (the active turn loses its own); thinking lost: thinking blocks after the "
+        "edit, which a model whose thinking is bound to its prompt drops"
+    )
     return fit_table(
-        columns, rows, title="Compactions",
-        caption="where: at a turn's first request (only finished turns' reasoning is lost) or "
-        "inside a tool loop (the active turn loses its own); thinking lost: thinking blocks "
-        "after the edit, which a model whose thinking is bound to its prompt drops",
-    )  # fmt: skip
+        columns, rows, title="Compactions", caption=where if more is None else f"{where}; {more}"
+    )
 
 
 def _requests_table(report: ReplayReport) -> RenderableType:

@@ -50,10 +50,12 @@ from typing import Any
 from .. import ContextConfig
 from .cache_reuse import CacheReport
 from .drops import Drop
+from .evidence import EvidenceRecord, by_compaction, kept_share
 from .host_check import HOST_CHECK_RUN
 from .records import CompactionRecord, RequestRecord
 from .refusals import assess
 from .replay_cache import SimulatedCost
+from .rework import Rework
 from .session_analysis import WindowEntry, cache_json
 from .simulation import Window
 
@@ -101,6 +103,12 @@ class ReplayReport:
     """The replayed views priced through a simulated provider cache (``replay_cache``)."""
     recorded_session: bool = False
     """The replay was fed a session's recorded requests (a session directory with events)."""
+    evidence: list[EvidenceRecord] = field(default_factory=list[EvidenceRecord])
+    """Per request, what the recorded next message used and the view still showed
+    (``evidence``)."""
+    rework: Rework | None = None
+    """Calls repeated after the session's own compactions (``rework``); ``None``: the source
+    recorded no compaction of its own."""
 
     def summary(self) -> dict[str, Any]:
         requests = self.requests
@@ -137,6 +145,9 @@ class ReplayReport:
             "refused_views": refusals.refused_views,
             "refused_within_budget": refusals.within_budget,
             "dropped_messages": len({d.position for d in self.drops}),
+            "evidence_used": sum(e.used for e in self.evidence),
+            "evidence_kept": sum(e.kept for e in self.evidence),
+            "evidence_kept_share": kept_share(self.evidence),
             "not_recorded_requests": list(self.not_recorded) if self.recorded_session else None,
             **self._cache_summary(),
             "simulated_cache": None
@@ -185,6 +196,11 @@ class ReplayReport:
             "warnings": [{"message": m, "count": n} for m, n in self.warnings.items()],
             "refusals": assess(self).as_json(),
             "drops": _records(self.drops),
+            "evidence": _records(self.evidence),
+            "evidence_by_compaction": _records(
+                by_compaction(self.evidence, [c.request for c in self.compactions])
+            ),
+            "rework": None if self.rework is None else self.rework.as_json(),
             "window_basis": self.window_basis,
             "window_by_category": [w.as_json() for w in self.windows],
             "cache": None if self.cache is None else cache_json(self.cache),

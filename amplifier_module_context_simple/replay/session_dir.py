@@ -24,21 +24,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .transcripts import LineError
+from .transcripts import TRANSCRIPT_NAME, LineError
 
 __all__ = [
     "EVENTS_NAME",
+    "SESSIONS_GLOB",
     "RecordedRequest",
     "RecordedSession",
     "RecordedUsage",
     "SessionError",
     "find_session",
-    "not_found_text",
+    "read_events",
     "read_session",
     "system_text",
 ]
 
-TRANSCRIPT_NAME = "transcript.jsonl"
 METADATA_NAME = "metadata.json"
 EVENTS_NAME = "events.jsonl"
 SESSIONS_GLOB = ".amplifier/projects/*/sessions"
@@ -146,7 +146,7 @@ class RecordedSession:
         if self.events is None:
             return
         number = 0
-        for _, event in _events(self.events, skipped=None):
+        for _, event in read_events(self.events, skipped=None):
             if event.get("event") != _REQUEST:
                 continue
             number += 1
@@ -176,19 +176,6 @@ def find_session(source: str) -> Path | None:
             f"session id {source!r} is ambiguous: {len(found)} sessions match: {names}"
         )
     return found[0] if found else None
-
-
-def not_found_text(source: str) -> str | None:
-    """Why ``source`` names nothing, when it could have been a session id (no ``/``, not a
-    path that exists): where the ids were looked for and how many sessions are there."""
-    if not source or "/" in source or source in {".", "..", "-"} or Path(source).exists():
-        return None
-    root = Path.home() / SESSIONS_GLOB
-    count = sum(1 for p in Path.home().glob(SESSIONS_GLOB + "/*") if p.is_dir())
-    return (
-        f"no such file or directory: {source}, and no session id starts with it under "
-        f"{root}/ ({count:,} session(s) there)"
-    )
 
 
 def _sessions_named(session_id: str) -> list[Path]:
@@ -289,7 +276,7 @@ class _Scan:
 
 def _scan(path: Path) -> _Scan:
     scan = _Scan(path)
-    for _, event in _events(path, skipped=scan.skipped):
+    for _, event in read_events(path, skipped=scan.skipped):
         name, data = event["event"], event["data"]
         if name == _REQUEST:
             scan.request_count += 1
@@ -368,7 +355,9 @@ def _pick_provider(scan: _Scan) -> None:
     scan.provider_config = dict(_mapping(chosen.get("config")))
 
 
-def _events(path: Path, *, skipped: list[LineError] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_events(
+    path: Path, *, skipped: list[LineError] | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, event)`` for each usable line, read one line at a time."""
     with path.open("rb") as stream:
         for number, line in enumerate(stream, 1):

@@ -9,7 +9,9 @@ window (view plus overhead over the context window, or over the budget when no w
 ``share_of`` says which), the views a provider would refuse (``refusals``), what the session's
 input costs through the simulated provider cache (``replay_cache``: base-price tokens, every
 message cached and cached only at the provider's markers) and what the views kept (the share of
-the history's tokens each view sent, mean and smallest). The table ranks the rows by cost.
+the history's tokens each view sent, mean and smallest) and the evidence it kept (of what the
+agent's next calls used, the share its views still showed: ``evidence``). The table ranks the
+rows by cost.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class SweepRow:
     kept_mean: float = 1.0
     """Mean over the views of the share of the history's tokens the view sent."""
     kept_min: float = 1.0
+    evidence_kept: float | None = None
+    """Of the strings the recorded next messages' calls used that the history held, the share
+    the views still showed (``evidence``); ``None``: the calls used none."""
 
 
 def parse_values(key: str, text: str) -> list[Any]:
@@ -139,6 +144,7 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
         priced_at_markers=0.0 if cost is None else round(cost.priced_at_markers, 1),
         kept_mean=round(sum(kept) / len(kept), 4) if kept else 1.0,
         kept_min=round(min(kept), 4) if kept else 1.0,
+        evidence_kept=summary["evidence_kept_share"],
     )
 
 

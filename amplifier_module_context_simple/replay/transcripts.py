@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -33,23 +33,31 @@ from typing import Any, BinaryIO, TextIO
 from .._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
 
 __all__ = [
+    "ACCEPTED_LAYOUTS",
     "RAW_ARGUMENTS_KEY",
     "RECOGNISED_FORMATS",
+    "TRANSCRIPT_NAME",
     "LineError",
     "LoadedTranscript",
     "TranscriptError",
+    "as_message",
+    "collect_messages",
     "load_transcript",
     "normalise_tool_call",
 ]
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 _AMPLIFIER_BLOCKS = SIGNED_THINKING_TYPES | CALL_BLOCK_TYPES
-RECOGNISED_FORMATS = (
-    "recognised: an Amplifier transcript.jsonl, an Amplifier session directory (or its id), "
-    "OpenAI-chat JSONL, and a Claude Code session log (~/.claude/projects/<project>/"
-    "<session>.jsonl)"
+ACCEPTED_LAYOUTS = (
+    "an Amplifier session directory (holding transcript.jsonl, with events.jsonl beside it "
+    "or in a hook's subfolder) or its id; an Amplifier transcript.jsonl; OpenAI-chat JSONL (one "
+    'message per line, or one conversation per line: {"messages": [...]}); a Claude Code '
+    "session log (~/.claude/projects/<project>/<session>.jsonl), its project folder, or its "
+    "session id; - for standard input"
 )
-"""What the replay tool reads, for the error that refuses something else."""
+"""Every layout the replay tool reads: its ``--help`` and the errors that refuse something
+else name them all."""
+RECOGNISED_FORMATS = "recognised: " + ACCEPTED_LAYOUTS
 RAW_ARGUMENTS_KEY = "_raw"
 """Key under which call arguments that are not a JSON object are kept, as their JSON text."""
 
@@ -64,9 +72,11 @@ class LineError:
 
     line_number: int
     reason: str
+    unit: str = "line"
+    """What ``line_number`` counts: a ``line``, or a ``message`` of one conversation."""
 
     def __str__(self) -> str:
-        return f"line {self.line_number}: {self.reason}"
+        return f"{self.unit} {self.line_number}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,9 @@ class LoadedTranscript:
     messages: list[dict[str, Any]]
     format: str
     skipped: list[LineError]
+
+
+_Lines = Iterator[tuple[int, str, str]]  # (1-based number, text, decoding error or "")
 
 
 def load_transcript(
@@ -101,32 +114,50 @@ def load_transcript(
     ``content`` becomes ``""`` so the message validates as the host's ``Message``.
     """
     label, lines, named_transcript = _read(source, stdin)
+    return collect_messages(
+        _parsed(lines), label=label, strict=strict, named_transcript=named_transcript
+    )
+
+
+def _parsed(lines: _Lines) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    for number, text, decode_error in lines:
+        if decode_error:
+            yield number, None, decode_error
+        elif text.strip():  # blank lines are no lines
+            yield number, *_parse_line(text)
+
+
+def collect_messages(
+    parsed: Iterable[tuple[int, dict[str, Any] | None, str]],
+    *,
+    label: str,
+    strict: bool,
+    named_transcript: bool = False,
+    unit: str = "line",
+) -> LoadedTranscript:
+    """The usable messages of ``parsed`` (``(number, message or None, why not)``), checked
+    and normalised as :func:`load_transcript` says; ``unit`` names a number in errors (a
+    conversation's messages are numbered, not its lines)."""
     messages: list[dict[str, Any]] = []
     skipped: list[LineError] = []
     seen_line = False
-    for number, text, decode_error in lines:
-        if not decode_error and not text.strip():
-            continue
+    for number, message, reason in parsed:
         seen_line = True
-        message, reason = (None, decode_error) if decode_error else _parse_line(text)
         if message is None:
             if strict:
-                raise TranscriptError(f"{label}: line {number}: {reason}")
-            skipped.append(LineError(number, reason))
+                raise TranscriptError(f"{label}: {unit} {number}: {reason}")
+            skipped.append(LineError(number, reason, unit))
             continue
         messages.append(message)
     if not seen_line:
         raise TranscriptError(f"{label} is empty")
     if not messages:
         raise TranscriptError(
-            f"{label} has no usable message ({len(skipped)} line(s) skipped, first {skipped[0]}); "
-            f"{RECOGNISED_FORMATS}"
+            f"{label} has no usable message ({len(skipped)} {unit}(s) skipped, first "
+            f"{skipped[0]}); {RECOGNISED_FORMATS}"
         )
     fmt = _detect_format(messages, named_transcript)
     return LoadedTranscript([_normalise(m, fmt) for m in messages], fmt, skipped)
-
-
-_Lines = Iterator[tuple[int, str, str]]  # (1-based number, text, decoding error or "")
 
 
 def _read(source: str | Path, stdin: TextIO | None) -> tuple[str, _Lines, bool]:
@@ -194,6 +225,11 @@ def _parse_line(text: str) -> tuple[dict[str, Any] | None, str]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    return as_message(value)
+
+
+def as_message(value: object) -> tuple[dict[str, Any] | None, str]:
+    """``value`` as a message, or ``None`` and the reason it cannot be one."""
     if not isinstance(value, dict):
         return None, f"expected a JSON object, got {_json_type(value)}"
     message: dict[str, Any] = value
