@@ -35,6 +35,7 @@ from .. import _events as events
 from .._estimate import family_for_model
 from .._invariants import ViewChecker, shared_start
 from .drops import DropTracker
+from .given_overhead import stand_in_definitions
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
 from .records import request_budget
@@ -118,7 +119,8 @@ async def replay(
     :class:`ReplayError` when the manager refuses a message. ``recorded``: the session's
     requests, matched to the replay's in order (see the module docstring). ``overhead``:
     tokens every request carries beyond the view when no payload was recorded
-    (``session_analysis``).
+    (``session_analysis``); without ``recorded`` the replayed budget holds it back
+    (``given_overhead``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
@@ -127,6 +129,8 @@ async def replay(
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
+    if overhead and recorded is None:  # held back as mount holds back the mounted tools
+        manager.set_tool_definitions(stand_in_definitions(overhead, family))
     repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
     # id(history dict or what the view sends for it) -> tokens, from the manager's own index:
     # each message is estimated once, by the manager (the index keeps both objects alive).
@@ -173,9 +177,11 @@ async def replay(
                 record.repairs = _count_kinds(manager.view_repairs)
                 # Without a simulated window the categories fill what the whole request may
                 # take (tools and overhead are in the categories too).
+                whole = not (record.left_out or record.shortened or record.stubs)
                 record.overhead_tokens = analysis.observe(
                     record.request, record.request_budget, view, pending,
                     view_tokens=record.view_tokens, system_tokens=record.system_prompt_tokens,
+                    view_whole=whole and not record.notice,
                 )  # fmt: skip
                 if feed is not None and pending is None:
                     report.not_recorded.append(record.request)
@@ -198,7 +204,6 @@ async def replay(
                 )  # fmt: skip
                 previous_prefix = view
                 if feed is not None:
-                    whole = not (record.left_out or record.shortened or record.stubs)
                     await feed.after(
                         manager, pending, view_whole=whole and not record.notice,
                         sent_whole=not analysis.recorded_compacted,

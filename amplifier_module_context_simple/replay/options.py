@@ -102,8 +102,8 @@ _WINDOW = [
         "overhead",
         int,
         None,
-        "Tokens a bare transcript lacks (system prompt, tool definitions, injections), counted "
-        "in the window breakdown as given when no request payload was recorded.",
+        "Tokens a bare transcript lacks (system prompt, tool definitions, injections): held "
+        "back by the replayed budget as mounted tools are, and counted in the window breakdown.",
         _PROVIDER_PANEL,
     ),
 ]
