@@ -14,7 +14,7 @@ __all__ = [
     "Decisions",
 ]
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -113,6 +113,8 @@ class CompactionStats:
     """The real-size figure the actual-mode trigger saw (None when nothing was measured)."""
     overhead_tokens: int | None = None
     """Modelled tokens of every request that are outside the context (tool definitions...)."""
+    notice_tokens: int = 0
+    """Of ``after_tokens``, the compaction notice's (the view counts it; not in the payload)."""
 
     @classmethod
     def of_escalation(
@@ -159,6 +161,15 @@ class CompactionStats:
             groups_removed=relaxed[1],
             measured_tokens=measured_tokens,
             overhead_tokens=overhead_tokens,
+        )
+
+    def with_notice(self, tokens: int) -> CompactionStats:
+        """These figures with the view's notice, one message of ``tokens``, counted in."""
+        return replace(
+            self,
+            after_tokens=self.after_tokens + tokens,
+            after_messages=self.after_messages + 1,
+            notice_tokens=tokens,
         )
 
     def payload(self) -> dict[str, Any]:

@@ -243,9 +243,9 @@ class Planner:
         target: int,
         measured: tuple[int | None, int | None] = (None, None),
     ) -> CompactionStats:
-        """The figures of one escalation; ``after`` is the body rendered under its decisions."""
+        """The figures of one escalation (with the notice compose adds); ``after``: the body."""
         config = self.config
-        return CompactionStats.of_escalation(
+        stats = CompactionStats.of_escalation(
             step.decisions,
             previous,
             level=step.level,
@@ -261,6 +261,9 @@ class Planner:
             measured_tokens=measured[0],
             overhead_tokens=measured[1],
         )
+        if not self._shows_notice(scope, step.decisions):
+            return stats
+        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
 
     # ---------------------------------------------------------------- 7. compose
 
@@ -276,14 +279,7 @@ class Planner:
             body = self.render(scope, decisions)
         view = [*scope.systems, *body.messages]
         tokens = scope.system_tokens + body.tokens
-        config = self.config
-        if (
-            config.compaction_notice_enabled
-            and stats is not None
-            and not decisions.empty
-            and decisions.level >= config.compaction_notice_min_level
-            and (scope.open_tail is None or self._in_place)
-        ):
+        if stats is not None and self._shows_notice(scope, decisions):
             reminder, reminder_tokens = self._notice_for(stats, decisions)
             if self._in_place:
                 slot = self._notice_slot(scope, decisions, stats)
@@ -292,6 +288,12 @@ class Planner:
                 view.append(reminder)
             tokens += reminder_tokens
         return view, tokens, body
+
+    def _shows_notice(self, scope: Scope, decisions: Decisions) -> bool:
+        c = self.config
+        return c.compaction_notice_enabled and not decisions.empty and (
+            decisions.level >= c.compaction_notice_min_level
+            and (scope.open_tail is None or self._in_place))  # fmt: skip
 
     @property
     def _in_place(self) -> bool:

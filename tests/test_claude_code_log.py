@@ -515,7 +515,7 @@ def test_every_command_accepts_a_log(tmp_path: Path) -> None:
     ):
         done = run(*args)
         assert done.exit_code == 0, (args, done.stderr)
-    view = run_json("inspect", path, "--at", "3")
+    view = run_json("inspect", path, "--at", "3")["view"]
     assert [m["role"] for m in view] == ["user", "assistant", "user", "assistant", "tool"]
     given = wide("replay", path, "--overhead", "3000").stdout
     assert "--overhead 3,000 stands for them" in given

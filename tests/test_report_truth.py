@@ -7,19 +7,25 @@ builder, and checks a figure against the one it must agree with.
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from amplifier_core import HookRegistry, HookResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple._estimate import FAMILIES
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.given_overhead import stand_in_definitions
 
 from .cli_runs import run, run_json
 from .test_claude_code_log import session_log, wide
+from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 
 SMALL = ("--messages", "160")
 
@@ -110,3 +116,76 @@ def test_a_log_replayed_smaller_keeps_the_overhead_the_provider_counted(tmp_path
     assert last["compacted"] and last["view_tokens"] != whole[-1]["view_tokens"]
     assert last["overhead_tokens"] == 3295 - whole[-1]["view_tokens"]
     assert last["request_tokens"] == last["view_tokens"] + last["overhead_tokens"]
+
+
+# --- one figure for one view -----------------------------------------------------------------
+
+
+async def _compactions_beside_views(
+    session: Session, placement: str
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each ``context:compaction`` payload beside the view its request returned."""
+    hooks = HookRegistry()
+    payloads: list[dict[str, Any]] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        payloads.append(data)
+        return HookResult(action="continue")
+
+    hooks.register("context:compaction", record, name="truth-compactions")
+    manager = SimpleContextManager(hooks=hooks, compaction_notice_placement=placement)
+    provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
+    found: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for message in session.messages:
+        if message["role"] == "assistant":
+            before = len(payloads)
+            if provider is not None:
+                view = await manager.get_messages_for_request(provider=provider)
+            else:
+                view = await manager.get_messages_for_request(token_budget=session.token_budget)
+            if len(payloads) > before:
+                found.append((payloads[-1], view))
+        try:
+            await manager.add_message(copy.deepcopy(message))
+        except Exception:  # admission has its own property; the views so far count
+            break
+    return found
+
+
+@PROPERTY_SETTINGS
+@given(sessions(), st.sampled_from(("in_place", "tail")))
+def test_the_compaction_event_states_the_view_it_returned(session: Session, placement: str) -> None:
+    logging.disable(logging.WARNING)
+    try:
+        found = asyncio.run(_compactions_beside_views(session, placement))
+    finally:
+        logging.disable(logging.NOTSET)
+    for payload, view in found:
+        # docs/api.md: "after_tokens: After, the notice included"; the view holds it.
+        assert payload["after_messages"] == len(view)
+        tokens = sum(estimate_message_tokens(m) for m in view)  # no model: conservative family
+        assert payload["after_tokens"] == tokens
+
+
+def test_the_compactions_and_requests_tables_agree() -> None:
+    document = run_json("replay", *SMALL)
+    requests = {r["request"]: r for r in document["requests"]}
+    assert document["compactions"]
+    for c in document["compactions"]:
+        r = requests[c["request"]]
+        assert (c["after_tokens"], c["after_messages"]) == (r["view_tokens"], r["view_messages"])
+
+
+def test_the_notice_states_only_what_happened(tmp_path: Path) -> None:
+    # Only tool results shortened: no "0 are no longer shown", no "from 9 to 9 messages".
+    path = str(transcript(tmp_path, rounds=8, size=400))
+    limits = ("--max-tokens", "16000", "--protected-tool-results", "1", "--target-usage", "0.8")
+    [compaction] = run_json("replay", path, *limits)["compactions"]
+    assert (compaction["truncated"], compaction["removed"]) == (2, 0)
+    assert compaction["after_messages"] == compaction["before_messages"] + 1  # the notice
+    view = run_json("inspect", path, "--at", str(compaction["request"]), *limits)["view"]
+    [notice] = [m for m in view if "context-compaction" in str(m.get("metadata"))]
+    text = notice["content"]
+    assert "Of the first 17 messages, 2 tool results are shortened." in text
+    assert "0 are no longer shown" not in text and " 0 long messages" not in text
+    assert "took the view from" not in text

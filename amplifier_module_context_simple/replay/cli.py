@@ -245,7 +245,7 @@ def inspect_command(
     ] = None,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print the view itself (with --why: its changes) as JSON."),
+        typer.Option("--json", help="Print the view (with --why: its changes) as a JSON document."),
     ] = False,
 ) -> None:
     """Show the exact view of request N, or with --why POSITION what the views did to one message.
@@ -270,8 +270,9 @@ def inspect_command(
             f"--at {at} is past the end: the transcript makes {count} request(s) "
             "(one before each assistant message)"
         )
-    if as_json:
-        typer.echo(json_text(outcome.view, ensure_ascii=False, default=str))
+    if as_json:  # a document like --why's: the view is one of its keys
+        document = {"schema_version": SCHEMA_VERSION, "request": at, "view": outcome.view}
+        typer.echo(json_text(document, ensure_ascii=False, default=str))
         return
     family = data.token_family
     rows, left_out = describe_view(outcome.view, outcome.history, family=family)
