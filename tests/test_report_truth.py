@@ -189,3 +189,25 @@ def test_the_notice_states_only_what_happened(tmp_path: Path) -> None:
     assert "Of the first 17 messages, 2 tool results are shortened." in text
     assert "0 are no longer shown" not in text and " 0 long messages" not in text
     assert "took the view from" not in text
+
+
+def test_a_view_above_the_trigger_without_a_compaction_says_why() -> None:
+    document = run_json("replay")
+    trigger = document["summary"]["trigger_tokens"]
+    quiet = [r for r in document["requests"] if not r["compacted"]]
+    largest = max(quiet, key=lambda r: r["view_tokens"])
+    notice = next(w for w in document["window_by_category"] if w["request"] == largest["request"])
+    notice_tokens = notice["categories"]["compaction notice"]
+    # The issue's case: above the trigger only by the notice the trigger does not compare.
+    assert largest["view_tokens"] > trigger >= largest["view_tokens"] - notice_tokens
+    text = " ".join(run("replay").stdout.split())
+    assert (
+        f"Request {largest['request']}'s view ({largest['view_tokens']:,} tokens) is above its "
+        f"trigger ({trigger:,}) and did not compact: the trigger compares the view without its "
+        f"compaction notice ({notice_tokens:,} tokens)"
+    ) in text
+    calm = run_json("replay", *SMALL)
+    assert max(r["view_tokens"] for r in calm["requests"] if not r["compacted"]) < (
+        calm["summary"]["trigger_tokens"]
+    )
+    assert "did not compact" not in run("replay", *SMALL).stdout

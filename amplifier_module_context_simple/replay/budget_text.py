@@ -1,4 +1,5 @@
-"""The report's Budget line: the view's budget and the arithmetic behind it, in words.
+"""The report's Budget line (the view's budget and the arithmetic behind it, in words) and
+the word under the Trigger line when the largest view stands above it without compacting.
 
 The figures are the replay's ``context:budget`` payloads: the last request's, and the first's
 when it differs (a reading had not yet taught the budget an overhead). What the budget held
@@ -13,7 +14,7 @@ from typing import Any
 from .report import ReplayReport
 from .session_analysis import BASIS_GIVEN
 
-__all__ = ["budget_text"]
+__all__ = ["budget_text", "trigger_note"]
 
 
 def budget_text(report: ReplayReport) -> str:
@@ -69,3 +70,34 @@ def _source_of(report: ReplayReport, name: str) -> str:
         if setting.get("name") == name:
             return str(setting.get("source"))
     return "flag"
+
+
+def trigger_note(report: ReplayReport) -> str | None:
+    """Why the largest view not compacted at its request stands above the trigger (``None``: it
+    does not). The trigger compares the view without its compaction notice (the notice reserve
+    covers that), the meter's figure in ``actual`` mode, and a view with nothing left to reduce
+    stays where it is."""
+    records = [r for r in report.requests if not r.compacted]
+    if not records:
+        return None
+    largest = max(records, key=lambda r: r.view_tokens)
+    trigger = report.config.trigger(largest.budget)
+    if largest.view_tokens < trigger:
+        return None
+    notices = {w.request: w.window.notice for w in report.windows}
+    notice = notices.get(largest.request, 0) if largest.notice else 0
+    head = (
+        f"Request {largest.request}'s view ({largest.view_tokens:,} tokens) is above its trigger "
+        f"({int(trigger):,}) and did not compact: "
+    )
+    if largest.view_tokens - notice < trigger:
+        return head + (
+            f"the trigger compares the view without its compaction notice ({notice:,} tokens), "
+            "which the notice reserve covers"
+        )
+    if report.config.token_meter == "actual":
+        return head + "the trigger compares the meter's figure (the last reading plus growth)"
+    return head + (
+        "nothing was left that the ladder may reduce (what is left is protected: see inspect "
+        f"--at {largest.request})"
+    )

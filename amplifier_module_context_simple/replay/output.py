@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
-from .budget_text import budget_text
+from .budget_text import budget_text, trigger_note
 from .engine import ReplayOutcome
 from .host_check import HOST_CHECK_RUN
 from .records import levels_text, not_recorded_text
@@ -49,6 +49,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         f"{report.config.compact_threshold} of the budget less the notice reserve); compaction "
         f"aims for target_usage {report.config.target_usage}"
     )
+    why = trigger_note(report)
+    if why is not None:
+        console.print(f"        [dim]{escape(why)}[/]")
     console.print(
         f"[bold]Tokens[/]  the module's estimates, tokenizer family "
         f"{report.token_family or 'none given (conservative estimate; see --model)'}"
