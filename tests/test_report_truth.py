@@ -24,7 +24,7 @@ from amplifier_module_context_simple._tool_definitions import estimate_tool_defi
 from amplifier_module_context_simple.replay.given_overhead import stand_in_definitions
 
 from .cli_runs import run, run_json
-from .test_claude_code_log import session_log, wide
+from .test_claude_code_log import Log, session_log, text, usage_of, wide
 from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 
 SMALL = ("--messages", "160")
@@ -207,7 +207,32 @@ def test_a_view_above_the_trigger_without_a_compaction_says_why() -> None:
         f"compaction notice ({notice_tokens:,} tokens)"
     ) in text
     calm = run_json("replay", *SMALL)
-    assert max(r["view_tokens"] for r in calm["requests"] if not r["compacted"]) < (
-        calm["summary"]["trigger_tokens"]
+    assert (
+        max(r["view_tokens"] for r in calm["requests"] if not r["compacted"])
+        < (calm["summary"]["trigger_tokens"])
     )
     assert "did not compact" not in run("replay", *SMALL).stdout
+
+
+# --- counts that count -----------------------------------------------------------------------
+
+
+def test_no_cache_break_causes_no_cost(tmp_path: Path) -> None:
+    # The third request re-sends the second's messages whole (no break) but its cache had
+    # expired: it read nothing. That miss is no break's cost.
+    log = (
+        Log()
+        .user("List the files, please. " * 40)
+        .response("msg_01", text("Sure. " * 40), usage=usage_of(12, 3000, 0, 40))
+        .user("Only the Python ones. " * 40)
+        .response("msg_02", text("Looking. " * 40), usage=usage_of(8, 200, 3000, 60))
+        .user("Thanks. " * 40)
+        .response("msg_03", text("Done."), usage=usage_of(3400, 0, 0, 20))
+    )
+    document = run_json("replay", str(log.write(tmp_path / "s.jsonl")))
+    cache = document["cache"]["requests"]
+    assert [r["break"] for r in cache] == [False, False, False]
+    assert cache[2]["shared_tokens"] > 0 == cache[2]["cache_read_tokens"]
+    summary = document["summary"]
+    assert summary["cache_breaks"] == 0
+    assert summary["break_cost_share"] == 0.0
