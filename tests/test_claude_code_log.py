@@ -456,7 +456,7 @@ def test_replay_reports_the_recorded_usage_per_request(tmp_path: Path) -> None:
     out = result_.stdout
     assert out.startswith(f"Replayed {path}: claude-code, 6 messages")
     assert "records no system prompt and no tool definitions" in out
-    assert "Recorded usage fed to 3 of 3 recorded request(s)" in out
+    assert "Recorded usage: 3 reading(s) found, 3 fed to the replay's meter" in out
     # The window table: the views' figures, the provider's occupancy beside them.
     table = out[out.index("What the window held") :]
     rows = {line.split()[0]: line.split() for line in table.splitlines()[2:8] if line.strip()}

@@ -26,6 +26,7 @@ from amplifier_module_context_simple.replay.given_overhead import stand_in_defin
 from .cli_runs import run, run_json
 from .test_claude_code_log import Log, session_log, text, usage_of, wide
 from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
+from .test_session_dir import make_session, request_events, session_config
 
 SMALL = ("--messages", "160")
 
@@ -236,3 +237,43 @@ def test_no_cache_break_causes_no_cost(tmp_path: Path) -> None:
     summary = document["summary"]
     assert summary["cache_breaks"] == 0
     assert summary["break_cost_share"] == 0.0
+
+
+def _flattened(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``llm:response`` events with their usage at the event's top level."""
+    for e in events:
+        if e["event"] == "llm:response":
+            e["data"] = {"model": e["data"]["model"], **e["data"]["usage"]}
+    return events
+
+
+def test_usage_at_the_events_top_level_is_read_and_counted(tmp_path: Path) -> None:
+    nested = run_json("replay", str(make_session(tmp_path / "nested")))
+    events = _flattened([session_config(), *request_events(4)])
+    flat = run_json("replay", str(make_session(tmp_path / "flat", events=events)))
+    assert flat["source"]["recorded_readings"] == {"found": 4, "fed": 4, "withheld": 0}
+    # Read there, the same usage gives the same figures as under "usage".
+    assert [w["provider"] for w in flat["window_by_category"]] == [1_050, 1_051, 1_052, 1_053]
+    assert flat["budget"] == nested["budget"]
+    # A response with no reading anywhere is not counted as found, nor as fed.
+    bare = [session_config(), *request_events(4)]
+    for e in bare:
+        if e["event"] == "llm:response":
+            e["data"] = {"model": e["data"]["model"]}
+    none = run_json("replay", str(make_session(tmp_path / "none", events=bare)))
+    assert none["source"]["recorded_readings"] == {"found": 0, "fed": 0, "withheld": 0}
+    out = " ".join(run("replay", str(make_session(tmp_path / "none2", events=bare))).stdout.split())
+    assert "Recorded usage: 0 reading(s) found, 0 fed to the replay's meter" in out
+
+
+def test_readings_fed_and_withheld_add_up_to_those_found(tmp_path: Path) -> None:
+    directory = str(make_session(tmp_path / "s", turns=4))
+    capped = run_json("replay", directory, "--max-tokens", "3000")
+    readings = capped["source"]["recorded_readings"]
+    assert readings["withheld"] > 0 and readings["fed"] + readings["withheld"] == readings["found"]
+    out = " ".join(run("replay", directory, "--max-tokens", "3000").stdout.split())
+    assert (
+        f"Recorded usage: {readings['found']} reading(s) found, {readings['fed']} fed to the "
+        f"replay's meter ({readings['withheld']} not: see the note below)"
+    ) in out
+    assert f"Note: {readings['withheld']} recorded reading(s) not given" in out
