@@ -277,3 +277,35 @@ def test_readings_fed_and_withheld_add_up_to_those_found(tmp_path: Path) -> None
         f"replay's meter ({readings['withheld']} not: see the note below)"
     ) in out
     assert f"Note: {readings['withheld']} recorded reading(s) not given" in out
+
+
+# --- one model table for every input ---------------------------------------------------------
+
+
+def test_model_sets_the_window_from_one_table_for_every_input(tmp_path: Path) -> None:
+    bare = str(transcript(tmp_path))
+    log = str(session_log().write(tmp_path / "s.jsonl"))
+    model = "claude-sonnet-4-5-20250929"  # the log's own model
+    from_log = run_json("replay", log)
+    from_flag = run_json("replay", bare, "--model", model)
+    assert from_flag["window"] == from_log["window"] == {
+        "context_window": 200_000, "max_output_tokens": 64_000, "model": model,
+    }  # fmt: skip
+    settings_ = {s["name"]: s["source"] for s in from_flag["source"]["settings"]}
+    assert settings_["context_window"] == settings_["max_output_tokens"] == "model table"
+    assert from_flag["token_family"] == from_log["token_family"] == "claude3"
+    example = run_json("replay", *SMALL, "--model", "gpt-4.1")["window"]
+    assert example["context_window"] == 1_047_576  # the table's, not the example's default
+    assert run("replay", bare, "--model", model).stderr == ""
+
+
+def test_an_unknown_model_is_named_in_a_warning(tmp_path: Path) -> None:
+    bare = str(transcript(tmp_path))
+    done = run("replay", bare, "--model", "acme-llm-7")
+    assert done.exit_code == 0
+    warning = " ".join(done.stderr.split())
+    assert warning.startswith("context-simple: warning: --model 'acme-llm-7' is not in the model")
+    assert "no window is known; give --context-window" in warning
+    assert "tokenizer family is unknown too" in warning
+    given_ = run("replay", bare, "--model", "acme-llm-7", "--context-window", "50000")
+    assert "the window from the flag is used" in " ".join(given_.stderr.split())

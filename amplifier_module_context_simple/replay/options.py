@@ -96,7 +96,12 @@ _WINDOW = [
         _PROVIDER_PANEL,
     ),
     _option(
-        "model", str, None, "Model name: picks the estimator's tokenizer family.", _PROVIDER_PANEL
+        "model",
+        str,
+        None,
+        "Model name: its window and max output from the model table (any input) and the "
+        "estimator's tokenizer family; a model the table lacks is named in a warning.",
+        _PROVIDER_PANEL,
     ),
     _option(
         "overhead",
