@@ -309,3 +309,56 @@ def test_an_unknown_model_is_named_in_a_warning(tmp_path: Path) -> None:
     assert "tokenizer family is unknown too" in warning
     given_ = run("replay", bare, "--model", "acme-llm-7", "--context-window", "50000")
     assert "the window from the flag is used" in " ".join(given_.stderr.split())
+
+
+# --- nonsensical settings are named ------------------------------------------------------------
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [
+        " ".join(line.split()) for line in stderr.splitlines() if "context-simple: warning" in line
+    ]
+
+
+def test_a_target_at_or_above_the_trigger_is_named() -> None:
+    done = run("replay", *SMALL, "--target-usage", "0.9", "--compact-threshold", "0.5")
+    assert done.exit_code == 0
+    assert any(
+        "--target-usage 0.9 is not below --compact-threshold 0.5" in w
+        for w in _warnings(done.stderr)
+    )
+    assert _warnings(run("replay", *SMALL, "--target-usage", "0.4").stderr) == []
+
+
+def test_a_cap_below_every_request_is_named() -> None:
+    done = run("replay", *SMALL, "--max-tokens", "10")
+    document = run_json("replay", *SMALL, "--max-tokens", "10")
+    smallest = min(r["request_tokens"] for r in document["requests"])
+    assert document["summary"]["over_budget_requests"] == len(document["requests"])
+    assert (
+        f"context-simple: warning: --max-tokens 10 is below the smallest request ({smallest:,} "
+        "tokens): every request is over the budget it leaves"
+    ) in _warnings(done.stderr)
+
+
+def test_a_cap_the_overhead_fills_is_named_once_per_row_in_a_sweep(tmp_path: Path) -> None:
+    path = str(transcript(tmp_path))
+    done = run("sweep", path, "--overhead", "5000", "--max-tokens", "4000,4500,60000")
+    assert done.exit_code == 0
+    starved = [w for w in _warnings(done.stderr) if "a budget of 1 token" in w]
+    assert starved == [
+        f"context-simple: warning: --max-tokens {cap} leaves the messages a budget of 1 token: "
+        "the 5,000 tokens of tool definitions and learned overhead it holds back take all of it"
+        for cap in ("4,000", "4,500")
+    ]
+
+
+def test_token_meter_actual_without_readings_says_so(tmp_path: Path) -> None:
+    path = str(transcript(tmp_path))
+    done = run("sweep", path, "--token-meter", "actual", "--compact-threshold", "0.6,0.8")
+    said = [w for w in _warnings(done.stderr) if "--token-meter actual" in w]
+    assert len(said) == 1  # every row shares it: said once
+    assert "no provider reading reached the meter" in said[0]
+    # A log whose readings are fed: nothing to say.
+    log = str(session_log().write(tmp_path / "s.jsonl"))
+    assert _warnings(run("replay", log, "--token-meter", "actual").stderr) == []

@@ -37,6 +37,7 @@ Modules, by job:
   ``simulation``: the simulated provider window; ``view_tally``: each view's sums, carried
   over from the view before.
 * ``view``: one view described message by message (``inspect``).
+* ``setting_checks``: the settings that made no sense for a replay, named in warnings.
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).

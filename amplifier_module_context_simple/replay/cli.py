@@ -58,6 +58,7 @@ from .plot import pyplot_for, write_plot
 from .records import not_recorded_check_text
 from .refusals import assess
 from .report import SCHEMA_VERSION
+from .setting_checks import warn_settings
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
 from .view import describe_view
@@ -365,9 +366,10 @@ def sweep_command(
     data = prepare(options)
     found: list[SweepRow] = []
     recorded_cache: CacheReport | None = None
+    warned: set[str] = set()  # a warning every row shares is said once
     for setting in rows:  # one replay each, with the progress bar and errors of a replay
         one = dataclasses.replace(data, config=dataclasses.replace(data.config, **setting))
-        report = _run(one, show_progress=not as_json).report
+        report = _run(one, show_progress=not as_json, warned=warned).report
         found.append(row_for(setting, report))
         recorded_cache = report.cache
     if as_json:
@@ -390,7 +392,13 @@ def sweep_command(
         )
 
 
-def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) -> ReplayOutcome:
+def _run(
+    data: ReplayInput,
+    *,
+    show_progress: bool,
+    stop_at: int | None = None,
+    warned: set[str] | None = None,
+) -> ReplayOutcome:
     err = Console(stderr=True)
     show = show_progress and len(data.messages) > PROGRESS_MIN_MESSAGES and err.is_terminal
     with Progress(
@@ -428,6 +436,7 @@ def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) 
                 asyncio.run(run())
         except ReplayError as exc:
             raise CliError(str(exc)) from None
+        warn_settings(outcome[0].report, set() if warned is None else warned)
         return outcome[0]
 
 
