@@ -17,10 +17,13 @@ from typing import Any
 from amplifier_core import HookRegistry, HookResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple._estimate import FAMILIES
+from amplifier_module_context_simple._messages import ORIGINAL_TOKENS_KEY, TRUNCATED_KEY
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
+from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.given_overhead import stand_in_definitions
 
 from .cli_runs import run, run_json
@@ -362,3 +365,70 @@ def test_token_meter_actual_without_readings_says_so(tmp_path: Path) -> None:
     # A log whose readings are fed: nothing to say.
     log = str(session_log().write(tmp_path / "s.jsonl"))
     assert _warnings(run("replay", log, "--token-meter", "actual").stderr) == []
+
+
+# --- words -----------------------------------------------------------------------------------
+
+
+def _help(*args: str) -> str:
+    done = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.stderr
+    return done.stdout
+
+
+def test_flags_show_no_value_placeholder() -> None:
+    for command in ((), ("replay",), ("inspect",), ("sweep",)):
+        text = _help(*command)
+        assert "<bool>" not in text, command
+        flag = "--version" if not command else "--help"
+        line = next(line for line in text.splitlines() if flag in line)
+        assert "<" not in line, line
+    assert "<int>" in _help("replay")  # options that take a value still say which
+
+
+def test_the_notice_options_say_what_they_do_and_are_all_there() -> None:
+    for command in ("replay", "inspect"):
+        text = " ".join(_help(command).split())
+        assert "Append" not in text
+        assert "Add the compaction notice (where: --notice-placement)" in text
+        assert "--notice-reserve" in text and "--notice-min-level" in text
+    quiet = run_json("replay", *SMALL, "--notice-min-level", "9")
+    assert quiet["config"]["compaction_notice_min_level"] == 9
+    assert not any(r["notice"] for r in quiet["requests"])
+    reserved = run_json("replay", *SMALL, "--notice-reserve", "300")
+    assert reserved["config"]["compaction_notice_token_reserve"] == 300
+    plain = run_json("replay", *SMALL)["summary"]["trigger_tokens"]
+    assert reserved["summary"]["trigger_tokens"] > plain  # less held back for the notice
+
+
+def test_the_truncation_marker_figure_has_separators(tmp_path: Path) -> None:
+    path = str(transcript(tmp_path, rounds=8, size=4_000))
+    limits = ("--max-tokens", "60000", "--protected-tool-results", "1")
+    document = run_json("replay", path, *limits)
+    [compaction] = document["compactions"][:1]
+    view = run_json("inspect", path, "--at", str(compaction["request"]), *limits)["view"]
+    was = [m[ORIGINAL_TOKENS_KEY] for m in view if m.get(TRUNCATED_KEY)]
+    assert was and max(was) >= 1000
+    text = " ".join(
+        wide("inspect", path, "--at", str(compaction["request"]), *limits).stdout.split()
+    )
+    assert f"truncated (was {max(was):,} tok)" in text
+
+
+def test_the_window_tables_explain_ours_and_the_overhead_given(tmp_path: Path) -> None:
+    path = str(transcript(tmp_path))
+    text = " ".join(wide("replay", path, "--overhead", "3000").stdout.split())
+    assert "ours: what the request held by the module's estimate" in text
+    assert "overhead: the --overhead given, for what the transcript lacks" in text
+    assert "overhead (given): the --overhead stated for what the transcript lacks" in text
+    plain = " ".join(wide("replay", path).stdout.split())
+    assert "ours: what the request held" in plain
+    log = " ".join(wide("replay", str(session_log().write(tmp_path / "s.jsonl"))).stdout.split())
+    assert "ours: what the request held" in log and "gap: ours - provider" in log
+
+
+def test_markers_are_explained_for_a_bare_transcript(tmp_path: Path) -> None:
+    text = " ".join(wide("replay", str(transcript(tmp_path))).stdout.split())
+    assert "if cached only" in text and "at the markers" in text
+    assert "the replay puts them where Amplifier's provider does" in text
+    assert "a bare transcript's views included" in text

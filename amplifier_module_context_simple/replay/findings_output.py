@@ -222,7 +222,7 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     caption = (
         "cheapest first. priced input: base-price tokens through a simulated 5-minute cache "
         "(requests a minute apart), every message cached / only at the provider's markers; "
-        "kept: share of the history's tokens a view sent; cache breaks: views whose prefix is "
+        "kept: share of the history's tokens a view sent; prefix breaks: views whose prefix is "
         f"not the previous view's; peak: largest view plus overhead over the {share}; refused: "
         "views a provider would refuse"
     )

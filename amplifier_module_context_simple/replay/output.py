@@ -178,8 +178,10 @@ def _summary_words(summary: dict[str, Any]) -> list[str]:
         words.append(
             "Priced: input tokens weighted by their price, in tokens at the model's base input "
             "price (a cache read counts 0.1, a cache write 1.25); dollars from a dated price "
-            "table. At the markers: a cache that keeps entries only where the request places "
-            "its cache_control markers, as Anthropic's does."
+            "table. At the markers: a cache that keeps entries only where a request carries "
+            "cache_control markers, as Anthropic's does; the replay puts them where Amplifier's "
+            "provider does (the last tool definition, the system prompt and the last message), "
+            "a bare transcript's views included."
         )
     return words
 

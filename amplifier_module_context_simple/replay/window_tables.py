@@ -92,10 +92,13 @@ def render_window(
             *(_gap(comparison) if provided else ()),
         ])  # fmt: skip
     title = "What the window held, per request (tokens)"
-    caption = (
-        "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+    caption = "ours: what the request held by the module's estimate (the columns before free)"
+    if given:
+        caption += "; overhead: the --overhead given, for what the transcript lacks"
+    caption += (
+        "; provider: input_tokens + cache_write_tokens; gap: ours - provider"
         if provided
-        else "no provider figure was recorded to compare with"
+        else "; no provider figure was recorded to compare with"
     )
     if marked:
         caption += (
@@ -155,7 +158,13 @@ def _render_categories(
     if b.over:
         rows.append(["[red]over the window by[/]", f"{b.over:,}", ""])
     columns = [Column("category", kind="text"), Column("tokens"), Column("share")]
-    console.print(fit_table(columns, rows, title=title))
+    caption = (
+        "overhead (given): the --overhead stated for what the transcript lacks (system prompt, "
+        "tool definitions, injections)"
+        if b.overhead is not None
+        else None
+    )
+    console.print(fit_table(columns, rows, title=title, caption=caption))
 
 
 def _render_injections(console: Console, number: int, b: WindowBreakdown) -> None:
