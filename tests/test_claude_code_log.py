@@ -461,7 +461,7 @@ def test_replay_reports_the_recorded_usage_per_request(tmp_path: Path) -> None:
     table = out[out.index("What the window held") :]
     rows = {line.split()[0]: line.split() for line in table.splitlines()[2:8] if line.strip()}
     assert [rows[n][-3] for n in ("1", "2", "3")] == ["3,012", "3,208", "3,295"]
-    assert "The figures exclude what the transcript does not hold" in out
+    assert "The figures exclude what the log does not hold" in out
     assert "Recorded input served from cache" in out
     assert "Recorded input, priced" in out
 

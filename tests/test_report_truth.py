@@ -104,6 +104,7 @@ def test_a_logs_whole_request_figures_are_the_recorded_usage(tmp_path: Path) -> 
     assert summary["max_utilisation"] == round(3295 / summary["request_budget"], 4)
     out = " ".join(wide("replay", path).stdout.split())
     assert "Largest request (view + overhead) │ 3,295 tokens" in out
+    assert "the summary's whole-request figures are built on it" in out
     swept = run_json("sweep", path, "--compact-threshold", "0.5,0.9")
     assert {row["peak_tokens"] for row in swept["rows"]} == {3295}
     assert {row["peak_share"] for row in swept["rows"]} == {round(3295 / 200_000, 4)}
