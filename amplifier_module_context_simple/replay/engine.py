@@ -177,11 +177,9 @@ async def replay(
                 record.repairs = _count_kinds(manager.view_repairs)
                 # Without a simulated window the categories fill what the whole request may
                 # take (tools and overhead are in the categories too).
-                whole = not (record.left_out or record.shortened or record.stubs)
                 record.overhead_tokens = analysis.observe(
                     record.request, record.request_budget, view, pending,
                     view_tokens=record.view_tokens, system_tokens=record.system_prompt_tokens,
-                    view_whole=whole and not record.notice,
                 )  # fmt: skip
                 if feed is not None and pending is None:
                     report.not_recorded.append(record.request)
@@ -204,6 +202,7 @@ async def replay(
                 )  # fmt: skip
                 previous_prefix = view
                 if feed is not None:
+                    whole = not (record.left_out or record.shortened or record.stubs)
                     await feed.after(
                         manager, pending, view_whole=whole and not record.notice,
                         sent_whole=not analysis.recorded_compacted,

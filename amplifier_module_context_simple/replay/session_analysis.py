@@ -128,7 +128,6 @@ class WindowAnalysis:
         *,
         view_tokens: int,
         system_tokens: int = 0,
-        view_whole: bool = False,
     ) -> int:
         """Add ``request`` (its ``view`` of ``view_tokens``, and the session's ``recorded``
         request).
@@ -138,7 +137,6 @@ class WindowAnalysis:
         payload only the notice is estimated here (the caller has the view's sum), so the cost
         is not the view's length; ``system_tokens`` is the view's system prompt, apart from
         the conversation when earlier requests were recorded and this one was not.
-        ``view_whole``: the view is the whole history, unchanged (no notice).
         """
         window = self._window if self._window is not None else budget
         self.recorded_compacted = False
@@ -158,11 +156,9 @@ class WindowAnalysis:
                 return self._overhead or 0
             # The provider counted the whole request: what it counted beyond the messages the
             # log shows were sent (system prompt, tools, framing) is this request's overhead.
-            # While the view is that very conversation its own estimate stands for them, so the
-            # whole request is the provider's figure itself.
-            same = view_whole and recorded.sent_whole_history
-            sent = view_tokens if same else self._log_cache.sent_tokens
-            return max(0, comparison.provider - sent)
+            # While the view is that very conversation (stored messages price as the log's
+            # do), the view plus it is the provider's figure itself.
+            return max(0, comparison.provider - self._log_cache.sent_tokens)
         if recorded is not None:
             self._recorded += 1
             found = breakdown(
