@@ -433,3 +433,21 @@ def test_markers_are_explained_for_a_bare_transcript(tmp_path: Path) -> None:
     assert "if cached only" in text and "at the markers" in text
     assert "the replay puts them where Amplifier's provider does" in text
     assert "a bare transcript's views included" in text
+
+
+def test_a_compaction_that_reached_its_target_is_not_warned_about_for_its_notice() -> None:
+    # The notice now counts in after_tokens; the target the ladder aimed for did not hold it,
+    # so "stays above the compaction target" must still compare the view without it.
+    document = run_json("replay")
+    notice = {
+        w["request"]: w["categories"]["compaction notice"] for w in document["window_by_category"]
+    }
+    boundary = [
+        c
+        for c in document["compactions"]
+        if c["after_tokens"] - notice[c["request"]] <= c["target_tokens"] < c["after_tokens"]
+    ]
+    assert boundary, "the example has a compaction the notice alone lifts above its target"
+    assert not any(
+        "stays above the compaction target" in w["message"] for w in document["warnings"]
+    )
