@@ -45,9 +45,9 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     render_settings(console, report)
     console.print(f"[bold]Budget[/]  {budget_text(report)}")
     console.print(
-        f"[bold]Trigger[/] {s['trigger_tokens']:,} tokens (compact_threshold "
-        f"{report.config.compact_threshold} of the budget less the notice reserve); compaction "
-        f"aims for target_usage {report.config.target_usage}"
+        f"[bold]Trigger[/] {s['trigger_tokens']:,} tokens of view, its notice aside "
+        f"(compact_threshold {report.config.compact_threshold} of the budget less the notice "
+        f"reserve); compaction aims for target_usage {report.config.target_usage}"
     )
     why = trigger_note(report)
     if why is not None:
