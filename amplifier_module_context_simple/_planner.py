@@ -391,7 +391,7 @@ class Planner:
                 step = rung
         if step is not None:
             # 6. statistics, 7. compose.
-            before = (estimate, len(scope.systems) + len(body.messages))
+            before = (view_tokens, len(view))  # the view as it would go out, notice included
             previous, decisions = decisions, step.decisions
             body = self.render(scope, decisions)
             stats = self.statistics(

@@ -451,3 +451,16 @@ def test_a_compaction_that_reached_its_target_is_not_warned_about_for_its_notice
     assert not any(
         "stays above the compaction target" in w["message"] for w in document["warnings"]
     )
+
+
+def test_a_compactions_before_is_the_view_that_would_have_gone_out() -> None:
+    # "Before" is the view under the decisions in force, its notice included, as the
+    # measured path counts it: the previous view plus the messages the history gained.
+    document = run_json("replay")
+    requests = {r["request"]: r for r in document["requests"]}
+    later = [c for c in document["compactions"][1:] if c["request"] - 1 in requests]
+    assert later, "compactions with an earlier one's notice in force"
+    for c in later:
+        previous, now = requests[c["request"] - 1], requests[c["request"]]
+        gained = now["history_messages"] - previous["history_messages"]
+        assert c["before_messages"] == previous["view_messages"] + gained, c["request"]
