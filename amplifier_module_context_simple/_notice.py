@@ -55,9 +55,10 @@ class NoticeFigures:
 
     @classmethod
     def largest(cls, history_messages: int) -> NoticeFigures:
-        """Figures at least as long as any notice for a history this size can state."""
+        """Figures at least as long as any notice for a history this size can state: every
+        count stated, and the view made smaller (so the clause that says so is stated too)."""
         wide = 10 ** len(str(history_messages + 1000)) - 1
-        return cls(wide, wide, wide, wide, wide, wide, wide, relaxed=True)
+        return cls(wide, wide, wide, wide, wide, wide, wide - 1, relaxed=True)
 
 
 def notice_message(figures: NoticeFigures, verbosity: str) -> Message:

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple._estimate import FAMILIES
 from amplifier_module_context_simple._messages import ORIGINAL_TOKENS_KEY, TRUNCATED_KEY
+from amplifier_module_context_simple._notice import NoticeFigures, notice_message
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.given_overhead import stand_in_definitions
@@ -464,3 +465,24 @@ def test_a_compactions_before_is_the_view_that_would_have_gone_out() -> None:
         previous, now = requests[c["request"] - 1], requests[c["request"]]
         gained = now["history_messages"] - previous["history_messages"]
         assert c["before_messages"] == previous["view_messages"] + gained, c["request"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=20_000),
+    st.lists(st.integers(min_value=0, max_value=20_000), min_size=5, max_size=5),
+    st.booleans(),
+    st.sampled_from(("minimal", "normal", "verbose")),
+)
+def test_no_notice_is_longer_than_the_one_the_budget_reserves_room_for(
+    history: int, counts: list[int], relaxed: bool, verbosity: str
+) -> None:
+    # The fit pass keeps the view under the budget less the longest notice; a notice that says
+    # more (the view-size clause is stated only when the view shrank) must not outgrow it.
+    removed, truncated, stubbed, before, after = (min(c, history + 1) for c in counts)
+    figures = NoticeFigures(8, history, removed, truncated, stubbed, before, after, relaxed)
+    largest = NoticeFigures.largest(history)
+    for family in (None, *FAMILIES):
+        stated = estimate_message_tokens(notice_message(figures, verbosity), family=family)
+        room = estimate_message_tokens(notice_message(largest, verbosity), family=family)
+        assert stated <= room
