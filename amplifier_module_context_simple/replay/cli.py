@@ -31,7 +31,7 @@ try:
     import typer
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-    from typer.core import TyperCommand, TyperGroup
+    from typer.core import TyperGroup
 except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the installation
     sys.stderr.write(
         f"context-simple: error: the command needs the 'cli' extra ({_missing.name} is not "
@@ -52,7 +52,7 @@ from .findings_output import (
 )
 from .inputs import ReplayInput, SharedOptions, prepare
 from .json_text import json_text
-from .options import shared_options
+from .options import FlagsBare, bare_flags, shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .records import not_recorded_check_text
@@ -71,24 +71,11 @@ CHECK_FAILED = 4
 1 a problem with the input or the options, 2 a usage error, 3 an internal error."""
 
 
-def _bare_flags(params: list[Any]) -> list[Any]:
-    """The help shows no ``<bool>`` placeholder after an on/off flag: it takes no value."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class _Command(TyperCommand):
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _bare_flags(super().get_params(ctx))
-
-
 class _OneLineErrors(TyperGroup):
     """Every failure ends as one ``context-simple: error: ...`` line on stderr, no traceback."""
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _bare_flags(super().get_params(ctx))
+        return bare_flags(super().get_params(ctx))
 
     def main(
         self,
@@ -187,7 +174,7 @@ def _root(
 # --- commands --------------------------------------------------------------------------------
 
 
-@app.command("replay", cls=_Command)
+@app.command("replay", cls=FlagsBare)
 @shared_options
 def replay_command(
     options: SharedOptions,
@@ -244,7 +231,7 @@ def replay_command(
             raise typer.Exit(CHECK_FAILED)
 
 
-@app.command("inspect", cls=_Command)
+@app.command("inspect", cls=FlagsBare)
 @shared_options
 def inspect_command(
     options: SharedOptions,
@@ -321,7 +308,7 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
 _SWEEP_PANEL = "Swept (comma lists; every combination is one replay)"
 
 
-@app.command("sweep", cls=_Command)
+@app.command("sweep", cls=FlagsBare)
 @partial(shared_options, without=tuple(SWEPT_KEYS))
 def sweep_command(
     options: SharedOptions,
