@@ -201,16 +201,27 @@ class ContextConfig:
         250, _non_negative_int, CommandLineOption("Characters a shortened result keeps")
     )
     compaction_notice_enabled: bool = _key(
-        True, _boolean, CommandLineOption("Append the compaction notice", flag="--notice")
+        True,
+        _boolean,
+        CommandLineOption("Add the compaction notice (where: --notice-placement)", flag="--notice"),
     )
-    # Tuning a replay does not need: the mount config's default stands.
-    compaction_notice_token_reserve: int = _key(800, _non_negative_int)
+    compaction_notice_token_reserve: int = _key(
+        800,
+        _non_negative_int,
+        CommandLineOption("Tokens held back for the compaction notice", flag="--notice-reserve"),
+    )
     compaction_notice_verbosity: str = _key(
         "normal",
         _one_of(NOTICE_VERBOSITIES),
         CommandLineOption("Notice: minimal, normal or verbose", flag="--notice-verbosity"),
     )
-    compaction_notice_min_level: int = _key(1, _any_int)
+    compaction_notice_min_level: int = _key(
+        1,
+        _any_int,
+        CommandLineOption(
+            "Lowest compaction level that adds the notice", flag="--notice-min-level"
+        ),
+    )
     compaction_notice_placement: str = _key(
         "in_place",
         _one_of(NOTICE_PLACEMENTS),

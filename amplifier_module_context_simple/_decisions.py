@@ -14,7 +14,7 @@ __all__ = [
     "Decisions",
 ]
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -120,6 +120,8 @@ class CompactionStats:
     thinking_blocks_after_edit: int = 0
     """Thinking blocks the view shows after the first position it changed: what a model whose
     thinking is bound to its prompt loses with this edit."""
+    notice_tokens: int = 0
+    """Of ``after_tokens``, the compaction notice's (the view counts it; not in the payload)."""
 
     @classmethod
     def of_escalation(
@@ -172,6 +174,15 @@ class CompactionStats:
             reason=reason,
             at_turn_start=at_turn_start,
             thinking_blocks_after_edit=thinking_blocks_after_edit,
+        )
+
+    def with_notice(self, tokens: int) -> CompactionStats:
+        """These figures with the view's notice, one message of ``tokens``, counted in."""
+        return replace(
+            self,
+            after_tokens=self.after_tokens + tokens,
+            after_messages=self.after_messages + 1,
+            notice_tokens=tokens,
         )
 
     def payload(self) -> dict[str, Any]:

@@ -279,7 +279,7 @@ class Planner:
         measured: tuple[int | None, int | None] = (None, None),
         timing: Timing | None = None,
     ) -> CompactionStats:
-        """The figures of one escalation; ``after`` is the body rendered under its decisions."""
+        """The figures of one escalation (with the notice compose adds); ``after``: the body."""
         config = self.config
         decisions = step.decisions
         changed = itertools.chain(
@@ -288,7 +288,7 @@ class Planner:
             set(decisions.stubbed) - set(previous.stubbed),
         )
         edit = min(changed, default=len(self.index.facts))
-        return CompactionStats.of_escalation(
+        stats = CompactionStats.of_escalation(
             step.decisions,
             previous,
             level=step.level,
@@ -307,6 +307,9 @@ class Planner:
             at_turn_start=timing is not None and timing.moment.turn_start,
             thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
         )
+        if not self._shows_notice(scope, step.decisions):
+            return stats
+        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
 
     # ---------------------------------------------------------------- 7. compose
 
@@ -322,14 +325,7 @@ class Planner:
             body = self.render(scope, decisions)
         view = [*scope.systems, *body.messages]
         tokens = scope.system_tokens + body.tokens
-        config = self.config
-        if (
-            config.compaction_notice_enabled
-            and stats is not None
-            and not decisions.empty
-            and decisions.level >= config.compaction_notice_min_level
-            and (scope.open_tail is None or self._in_place)
-        ):
+        if stats is not None and self._shows_notice(scope, decisions):
             reminder, reminder_tokens = self._notice_for(stats, decisions)
             if self._in_place:
                 slot = self._notice_slot(scope, decisions, stats)
@@ -338,6 +334,12 @@ class Planner:
                 view.append(reminder)
             tokens += reminder_tokens
         return view, tokens, body
+
+    def _shows_notice(self, scope: Scope, decisions: Decisions) -> bool:
+        c = self.config
+        return c.compaction_notice_enabled and not decisions.empty and (
+            decisions.level >= c.compaction_notice_min_level
+            and (scope.open_tail is None or self._in_place))  # fmt: skip
 
     @property
     def _in_place(self) -> bool:
@@ -437,7 +439,7 @@ class Planner:
                 step = rung
         if step is not None:
             # 6. statistics, 7. compose.
-            before = (estimate, len(scope.systems) + len(body.messages))
+            before = (view_tokens, len(view))  # the view as it would go out, notice included
             previous, decisions = decisions, step.decisions
             body = self.render(scope, decisions)
             stats = self.statistics(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ._decisions import CompactionStats, Decisions
@@ -26,6 +25,7 @@ from ._messages import (
     block_dict,
     blocks,
 )
+from ._notice import NOTICE_SOURCE, NoticeFigures, notice, notice_figures, notice_message
 from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
 
 # Exports the view's renderers (truncate, stub, placeholder, notice) and their texts.
@@ -64,7 +64,6 @@ PLACEHOLDER_RESULT = (
     "[no result was recorded for this tool call (the run was interrupted); "
     "call the tool again if its output is needed]"
 )
-NOTICE_SOURCE = "context-compaction"
 FACTORY_SOURCE = "system-prompt-factory"
 """``metadata.source`` of the system message a system prompt factory's text becomes."""
 
@@ -301,92 +300,6 @@ def open_tail_call(index: HistoryIndex) -> int | None:
     if position >= 0 and facts[position].calls and index.pairing.missing(position):
         return position
     return None
-
-
-def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Message:
-    """The compaction notice appended to the view's tail.
-
-    Built only from the sticky state, so it stays byte-identical until the next escalation.
-    """
-    return notice_message(notice_figures(stats, decisions), verbosity)
-
-
-def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
-    """What the notice for ``decisions`` states (equal figures: the same notice)."""
-    return NoticeFigures(
-        level=decisions.level,
-        history_messages=stats.history_messages,
-        removed=len(decisions.removed),
-        truncated=len(decisions.truncated),
-        stubbed=len(decisions.stubbed),
-        before_messages=stats.before_messages,
-        after_messages=stats.after_messages,
-        relaxed=decisions.protection_relaxed,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class NoticeFigures:
-    """The numbers a notice states (every one of them comes from sticky state)."""
-
-    level: int
-    history_messages: int
-    removed: int
-    truncated: int
-    stubbed: int
-    before_messages: int
-    after_messages: int
-    relaxed: bool
-
-    @classmethod
-    def largest(cls, history_messages: int) -> NoticeFigures:
-        """Figures at least as long as any notice for a history this size can state."""
-        wide = 10 ** len(str(history_messages + 1000)) - 1
-        return cls(wide, wide, wide, wide, wide, wide, wide, relaxed=True)
-
-
-def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
-    summary = (
-        f"Earlier conversation was compacted (level {figures.level}). Of the first "
-        f"{figures.history_messages} messages, {figures.removed} are no longer shown, "
-        f"{figures.truncated} tool results are shortened and {figures.stubbed} "
-        f"long messages are reduced to a stub; the latest compaction took the view from "
-        f"{figures.before_messages} to {figures.after_messages} messages."
-    )
-    redo = (
-        "Work requested in the first message may already be done: check the recent messages "
-        "before repeating any step, and do not redo state-changing actions."
-    )
-    lines = [summary, redo]
-    if figures.relaxed:
-        lines.append(
-            "The window is small, so some recent tool results were shortened or left out too. "
-            "If you need what they held, read it again with narrower parameters (a line range, "
-            "a filter, a smaller query); never re-run a tool that changes state to get its "
-            "output back."
-        )
-    if verbosity != "minimal":
-        lines.append(
-            "Kept in full: system instructions, the first and the latest user request, the "
-            "most recent messages and the latest tool results."
-            if not figures.relaxed
-            else "Kept in full: system instructions and the first and the latest user request."
-        )
-        lines.append(
-            "Shortened tool results say so at their start; call the tool again if you need "
-            "their full output."
-        )
-    if verbosity == "verbose":
-        lines.append(
-            "Removed turns are not visible to you any more; if a decision made in them "
-            "matters, ask the user or re-derive it from files rather than guessing."
-        )
-    body = "\n".join(lines)
-    return {
-        "role": "user",
-        "content": f'<system-reminder source="{NOTICE_SOURCE}">\n{body}\n</system-reminder>',
-        "metadata": {"source": NOTICE_SOURCE, "ephemeral": True},
-    }
 
 
 def system_part(

@@ -122,7 +122,7 @@ class SessionState:
         if plan.escalated is not None and plan.stats is not None:
             diagnostics.warn_if_above_target(
                 self.decisions,
-                view_tokens=model.to_real(plan.stats.after_tokens),
+                view_tokens=model.to_real(plan.stats.after_tokens - plan.stats.notice_tokens),
                 system_tokens=plan.system_tokens,
                 target=plan.stats.target_tokens,
                 overhead=model.overhead,

@@ -29,6 +29,7 @@ DOCUMENTS = {
     "replay": "## `context-simple replay",
     "sweep": "## `context-simple sweep",
     "why": "## `context-simple inspect --why",
+    "view": "## `context-simple inspect --at",
 }
 """Document kind -> the start of its section heading."""
 

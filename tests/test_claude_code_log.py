@@ -456,12 +456,12 @@ def test_replay_reports_the_recorded_usage_per_request(tmp_path: Path) -> None:
     out = result_.stdout
     assert out.startswith(f"Replayed {path}: claude-code, 6 messages")
     assert "records no system prompt and no tool definitions" in out
-    assert "Recorded usage fed to 3 of 3 recorded request(s)" in out
+    assert "Recorded usage: 3 reading(s) found, 3 fed to the replay's meter" in out
     # The window table: the views' figures, the provider's occupancy beside them.
     table = out[out.index("What the window held") :]
     rows = {line.split()[0]: line.split() for line in table.splitlines()[2:8] if line.strip()}
     assert [rows[n][-3] for n in ("1", "2", "3")] == ["3,012", "3,208", "3,295"]
-    assert "The figures exclude what the transcript does not hold" in out
+    assert "The figures exclude what the log does not hold" in out
     assert "Recorded input served from cache" in out
     assert "Recorded input, priced" in out
 
@@ -515,7 +515,7 @@ def test_every_command_accepts_a_log(tmp_path: Path) -> None:
     ):
         done = run(*args)
         assert done.exit_code == 0, (args, done.stderr)
-    view = run_json("inspect", path, "--at", "3")
+    view = run_json("inspect", path, "--at", "3")["view"]
     assert [m["role"] for m in view] == ["user", "assistant", "user", "assistant", "tool"]
     given = wide("replay", path, "--overhead", "3000").stdout
     assert "--overhead 3,000 stands for them" in given

@@ -209,7 +209,9 @@ def test_inspect_shows_the_view_at_a_compacted_request() -> None:
     assert "truncated" in result.stdout or record["truncated"] == 0
 
     as_json = run("inspect", *SMALL, "--context-window", "32000", "--at", str(target), "--json")
-    view = json.loads(as_json.stdout)
+    document = json.loads(as_json.stdout)
+    assert document["request"] == target
+    view = document["view"]
     assert len(view) == record["view_messages"]
     assert view[-1]["metadata"]["source"] == "context-compaction"
     assert check_view(view) == []

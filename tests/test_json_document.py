@@ -138,6 +138,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         ("sweep of the example", "sweep",
          lambda: run_json("sweep", "--messages", "120", "--max-tokens", "40000,60000")),
         ("inspect --why", "why", lambda: run_json("inspect", "--why", why)),
+        ("inspect --at", "view", lambda: run_json("inspect", "--messages", "120", "--at", "3")),
     ]  # fmt: skip
     return [("the built-in example", "replay", example), *((n, k, f()) for n, k, f in made)]
 
@@ -254,10 +255,13 @@ def test_the_real_session_s_documents_are_documented() -> None:
     assert json_doc.problems(swept, "sweep") == []
 
 
-def test_inspect_at_prints_the_view_as_a_list_of_messages() -> None:
-    # The doc gives it a paragraph, not a table: a message list, no schema_version.
+def test_inspect_at_prints_the_view_in_a_document() -> None:
+    # A document like --why's: schema_version first, the view a list of messages in it.
     result = run("inspect", "--messages", "120", "--at", "3", "--json")
     assert result.exit_code == 0, result.stderr
-    view = json.loads(result.stdout)
+    document = json.loads(result.stdout)
+    assert list(document) == ["schema_version", "request", "view"]
+    assert json_doc.problems(document, "view") == []
+    view = document["view"]
     assert isinstance(view, list) and view
     assert all(isinstance(m, dict) and "role" in m for m in view)

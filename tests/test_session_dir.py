@@ -395,7 +395,7 @@ def test_each_request_carries_its_recorded_system_prompt(tmp_path: Path) -> None
     for at in (1, 3):
         result = run("inspect", str(directory), "--at", str(at), "--json")
         assert result.exit_code == 0, result.stderr
-        view = json.loads(result.stdout)
+        view = json.loads(result.stdout)["view"]
         assert view[0] == {
             "role": "system",
             "content": SYSTEM + str(at - 1),

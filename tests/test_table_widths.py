@@ -258,7 +258,7 @@ def compacted(example_json: dict[str, Any]) -> int:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_inspect_of_a_compacted_request_fits(width: int, compacted: int) -> None:
     text = invoke(width, "inspect", "--at", str(compacted))
-    view = json.loads(invoke(width, "inspect", "--at", str(compacted), "--json"))
+    view = json.loads(invoke(width, "inspect", "--at", str(compacted), "--json"))["view"]
     assert_fits(text, width)
     found = assert_headers(text)
     table = found[r"Request \d+ \(before history message"]

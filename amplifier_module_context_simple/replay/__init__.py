@@ -33,13 +33,16 @@ Modules, by job:
   simulated for a replay, and its priced cost; ``replay_cache``: that simulation run over a
   replay's views.
 * ``engine``: the replay itself; ``records``: one record per request and per compaction;
-  ``report``: the report of them; ``host_check``: the host's
-  message models as a second validity check; ``simulation``: the simulated provider window;
-  ``view_tally``: each view's sums, carried over from the view before.
+  ``given_overhead``: a bare transcript's ``--overhead`` as the stand-in tool definition the
+  replayed budget holds back; ``report``: the report of them; ``budget_text``: its Budget
+  line; ``host_check``: the host's message models as a second validity check;
+  ``simulation``: the simulated provider window; ``view_tally``: each view's sums, carried
+  over from the view before.
 * ``view``: one view described message by message (``inspect``).
 * ``evidence``: what the recorded next message's calls used that the view still showed
   (evidence kept), per request and per compaction; ``rework``: calls repeated after the
   session's own compactions; ``evidence_output``: their text.
+* ``setting_checks``: the settings that made no sense for a replay, named in warnings.
 * ``drops``: what each view left out, shortened or stubbed, per history position
   (``inspect --why``); ``refusals``: what a provider would refuse (``replay --check``);
   ``sweep``: one replay per setting, compared (the ``sweep`` command).

@@ -373,12 +373,16 @@ class CacheReport:
         return sum(d for d in dollars if d is not None)
 
     def break_cost(self) -> BreakCost | None:
-        """What the same requests would have cost had each read everything it shared with
-        the one before (priced at the session's last known model); None without usage."""
+        """What the same requests would have cost had each break read everything it shared
+        with the request before (priced at the session's last known model); None without
+        usage. A request that is no break is priced as it was: what it failed to read is a
+        cache miss (an expired entry, the estimate's error), not a break's cost, so no break
+        means no cost caused."""
         priced = [r for r in self.requests if r.counts is not None]
         if not priced:
             return None
-        return break_cost(((r.counts, r.shared_tokens) for r in priced), priced[-1].prices)
+        shared = ((r.counts, r.shared_tokens if r.is_break else 0) for r in priced)
+        return break_cost(shared, priced[-1].prices)
 
 
 def _shared_tokens(previous: PayloadDigest, difference: Difference | None) -> int:

@@ -53,12 +53,13 @@ from .findings_output import (
 )
 from .inputs import ReplayInput, SharedOptions, prepare
 from .json_text import json_text
-from .options import shared_options
+from .options import FlagsBare, bare_flags, shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .records import not_recorded_check_text
 from .refusals import assess
 from .report import SCHEMA_VERSION
+from .setting_checks import warn_settings
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .sweep import as_json as sweep_json
 from .view import describe_view
@@ -73,6 +74,9 @@ CHECK_FAILED = 4
 
 class _OneLineErrors(TyperGroup):
     """Every failure ends as one ``context-simple: error: ...`` line on stderr, no traceback."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return bare_flags(super().get_params(ctx))
 
     def main(
         self,
@@ -171,7 +175,7 @@ def _root(
 # --- commands --------------------------------------------------------------------------------
 
 
-@app.command("replay")
+@app.command("replay", cls=FlagsBare)
 @shared_options
 def replay_command(
     options: SharedOptions,
@@ -230,7 +234,7 @@ def replay_command(
             raise typer.Exit(CHECK_FAILED)
 
 
-@app.command("inspect")
+@app.command("inspect", cls=FlagsBare)
 @shared_options
 def inspect_command(
     options: SharedOptions,
@@ -248,7 +252,7 @@ def inspect_command(
     ] = None,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print the view itself (with --why: its changes) as JSON."),
+        typer.Option("--json", help="Print the view (with --why: its changes) as a JSON document."),
     ] = False,
 ) -> None:
     """Show the exact view of request N, or with --why POSITION what the views did to one message.
@@ -273,8 +277,9 @@ def inspect_command(
             f"--at {at} is past the end: the transcript makes {count} request(s) "
             "(one before each assistant message)"
         )
-    if as_json:
-        typer.echo(json_text(outcome.view, ensure_ascii=False, default=str))
+    if as_json:  # a document like --why's: the view is one of its keys
+        document = {"schema_version": SCHEMA_VERSION, "request": at, "view": outcome.view}
+        typer.echo(json_text(document, ensure_ascii=False, default=str))
         return
     family = data.token_family
     rows, left_out = describe_view(outcome.view, outcome.history, family=family)
@@ -306,7 +311,7 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
 _SWEEP_PANEL = "Swept (comma lists; every combination is one replay)"
 
 
-@app.command("sweep")
+@app.command("sweep", cls=FlagsBare)
 @partial(shared_options, without=tuple(SWEPT_KEYS))
 def sweep_command(
     options: SharedOptions,
@@ -367,9 +372,10 @@ def sweep_command(
     data = prepare(options)
     found: list[SweepRow] = []
     recorded_cache: CacheReport | None = None
+    warned: set[str] = set()  # a warning every row shares is said once
     for setting in rows:  # one replay each, with the progress bar and errors of a replay
         one = dataclasses.replace(data, config=dataclasses.replace(data.config, **setting))
-        report = _run(one, show_progress=not as_json).report
+        report = _run(one, show_progress=not as_json, warned=warned).report
         found.append(row_for(setting, report))
         recorded_cache = report.cache
     if as_json:
@@ -392,7 +398,13 @@ def sweep_command(
         )
 
 
-def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) -> ReplayOutcome:
+def _run(
+    data: ReplayInput,
+    *,
+    show_progress: bool,
+    stop_at: int | None = None,
+    warned: set[str] | None = None,
+) -> ReplayOutcome:
     err = Console(stderr=True)
     show = show_progress and len(data.messages) > PROGRESS_MIN_MESSAGES and err.is_terminal
     with Progress(
@@ -430,6 +442,7 @@ def _run(data: ReplayInput, *, show_progress: bool, stop_at: int | None = None) 
                 asyncio.run(run())
         except ReplayError as exc:
             raise CliError(str(exc)) from None
+        warn_settings(outcome[0].report, set() if warned is None else warned)
         return outcome[0]
 
 

@@ -36,6 +36,7 @@ from .._estimate import family_for_model
 from .._invariants import ViewChecker, shared_start
 from .drops import DropTracker
 from .evidence import EvidenceTracker
+from .given_overhead import stand_in_definitions
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
 from .recorded_feed import RecordedFeed
 from .records import request_budget
@@ -119,7 +120,8 @@ async def replay(
     :class:`ReplayError` when the manager refuses a message. ``recorded``: the session's
     requests, matched to the replay's in order (see the module docstring). ``overhead``:
     tokens every request carries beyond the view when no payload was recorded
-    (``session_analysis``).
+    (``session_analysis``); without ``recorded`` the replayed budget holds it back
+    (``given_overhead``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
@@ -128,6 +130,8 @@ async def replay(
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
+    if overhead and recorded is None:  # held back as mount holds back the mounted tools
+        manager.set_tool_definitions(stand_in_definitions(overhead, family))
     repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
     # id(history dict or what the view sends for it) -> tokens, from the manager's own index:
     # each message is estimated once, by the manager (the index keeps both objects alive).

@@ -236,7 +236,7 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         "(requests a minute apart), every message cached / only at the provider's markers; "
         "kept: share of the history's tokens a view sent; evidence kept: of the strings the "
         "next calls used from earlier results and prompts, the share the views still showed; "
-        "cache breaks: views whose prefix is "
+        "prefix breaks: views whose prefix is "
         f"not the previous view's; peak: largest view plus overhead over the {share}; refused: "
         "views a provider would refuse"
     )

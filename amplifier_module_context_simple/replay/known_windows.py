@@ -1,10 +1,11 @@
-"""Known context windows by model name: the fallback when a session says nothing about its window.
+"""Known context windows by model name: the fallback when nothing else names the window.
 
 A replay takes the window from, in order: ``--context-window``; a recorded ``context:budget``
 event (the window the context module was actually given); and only then this table, looked up
 by the session's model and its provider config. So the table is a fallback, used only when the
-session records no ``context:budget`` event and no ``--context-window`` flag is given. An
-unknown model gets no window (the budget is then ``max_tokens_fallback``), never a guess.
+session records no ``context:budget`` event and no ``--context-window`` flag is given; for a
+bare transcript or a log, the model ``--model`` (or the log) names. An unknown model gets no
+window (the budget is then ``max_tokens_fallback``), never a guess, and a warning names it.
 
 A name matches the longest ``model_prefix`` it starts with (a dated name such as
 ``claude-sonnet-4-5-20250929`` matches ``claude-sonnet-4-5``; a ``provider/`` prefix is

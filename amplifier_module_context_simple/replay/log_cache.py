@@ -82,6 +82,11 @@ class MessagesCacheTracker:
             self._tokens[id(message)] = known
         return known[1]
 
+    @property
+    def sent_tokens(self) -> int:
+        """The estimate of the messages the last request sent (0 before any)."""
+        return self._prefix[-1]
+
     def report(self) -> CacheReport:
         return CacheReport(tuple(self._requests))
 

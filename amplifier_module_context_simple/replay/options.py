@@ -1,10 +1,11 @@
-"""The options ``replay`` and ``inspect`` share, declared once.
+"""The options ``replay`` and ``inspect`` share, declared once, and how flags show in the help.
 
 :func:`shared_options` adds them to a command: the command declares only its own parameters
 and receives the shared ones as one :class:`~.inputs.SharedOptions`. Typer reads a command's
 parameters from its signature, so the decorator gives the command a signature with the shared
 parameters appended (after the command's own, which keeps each help panel's order). The
-context-config options come from ``config_options.config_option_specs()``.
+context-config options come from ``config_options.config_option_specs()``. :class:`FlagsBare`
+is the commands' class: their help shows an on/off flag without a ``<bool>`` placeholder.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from .config_options import config_option_specs
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
 from .simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
 from .transcripts import ACCEPTED_LAYOUTS
 
-__all__ = ["shared_options"]
+__all__ = ["FlagsBare", "bare_flags", "shared_options"]
 
 _CONFIG_PANEL = "Context config"
 _PROVIDER_PANEL = "Simulated provider"
@@ -98,14 +100,19 @@ _WINDOW = [
         _PROVIDER_PANEL,
     ),
     _option(
-        "model", str, None, "Model name: picks the estimator's tokenizer family.", _PROVIDER_PANEL
+        "model",
+        str,
+        None,
+        "Model name: its window and max output from the model table (any input) and the "
+        "estimator's tokenizer family; a model the table lacks is named in a warning.",
+        _PROVIDER_PANEL,
     ),
     _option(
         "overhead",
         int,
         None,
-        "Tokens a bare transcript lacks (system prompt, tool definitions, injections), counted "
-        "in the window breakdown as given when no request payload was recorded.",
+        "Tokens a bare transcript lacks (system prompt, tool definitions, injections): held "
+        "back by the replayed budget as mounted tools are, and counted in the window breakdown.",
         _PROVIDER_PANEL,
     ),
 ]
@@ -169,3 +176,18 @@ def shared_options(
     run.__doc__ = command.__doc__
     run.__module__ = command.__module__
     return run
+
+
+def bare_flags(params: list[Any]) -> list[Any]:
+    """The help shows no ``<bool>`` placeholder after an on/off flag: it takes no value."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class FlagsBare(TyperCommand):
+    """A command whose help shows its flags without a value placeholder (:func:`bare_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return bare_flags(super().get_params(ctx))

@@ -13,6 +13,7 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
+from .budget_text import budget_text, trigger_note
 from .engine import ReplayOutcome
 from .evidence_output import evidence_rows
 from .host_check import HOST_CHECK_RUN
@@ -44,12 +45,15 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     if partial is not None:
         console.print(f"[yellow]{escape(partial)}[/]")
     render_settings(console, report)
-    console.print(f"[bold]Budget[/]  {_budget_text(report)}")
+    console.print(f"[bold]Budget[/]  {budget_text(report)}")
     console.print(
-        f"[bold]Trigger[/] {s['trigger_tokens']:,} tokens (compact_threshold "
-        f"{report.config.compact_threshold} of the budget less the notice reserve); compaction "
-        f"aims for target_usage {report.config.target_usage}"
+        f"[bold]Trigger[/] {s['trigger_tokens']:,} tokens of view, its notice aside "
+        f"(compact_threshold {report.config.compact_threshold} of the budget less the notice "
+        f"reserve); compaction aims for target_usage {report.config.target_usage}"
     )
+    why = trigger_note(report)
+    if why is not None:
+        console.print(f"        [dim]{escape(why)}[/]")
     console.print(
         f"[bold]Tokens[/]  the module's estimates, tokenizer family "
         f"{report.token_family or 'none given (conservative estimate; see --model)'}"
@@ -176,8 +180,10 @@ def _summary_words(summary: dict[str, Any]) -> list[str]:
         words.append(
             "Priced: input tokens weighted by their price, in tokens at the model's base input "
             "price (a cache read counts 0.1, a cache write 1.25); dollars from a dated price "
-            "table. At the markers: a cache that keeps entries only where the request places "
-            "its cache_control markers, as Anthropic's does."
+            "table. At the markers: a cache that keeps entries only where a request carries "
+            "cache_control markers, as Anthropic's does; the replay puts them where Amplifier's "
+            "provider does (the last tool definition, the system prompt and the last message), "
+            "a bare transcript's views included."
         )
     return words
 
@@ -200,54 +206,16 @@ _VALUE_FLOOR = 30
 """The Summary's values get at least this beside labels that never wrap; below, a list."""
 
 
-def _budget_text(report: ReplayReport) -> str:
-    """The budget's parts with the replay's figures: the last request's, and the first's
-    when it differs (a reading had not yet taught it the overhead)."""
-    b = report.budget_event or {}
-    text = f"{b.get('effective_budget', 0):,} tokens for the messages"
-    if b.get("source") != "provider_defaults":
-        text += f" ({b.get('source')}: no provider window simulated; see --context-window)"
-        if b.get("capped"):
-            cap = f"{b.get('max_tokens'):,} ({_source_of(report, 'max_tokens')})"
-            text += f", capped by max_tokens {cap}"
-        return text
-    room = (
-        f"simulated {b['context_window']:,}-token window - {b['reserved_output']:,} output "
-        f"held back - {b.get('safety_margin', 0):,} margin"
-    )
-    if b.get("max_tokens") is not None:
-        room = f"min({room}, max_tokens {b['max_tokens']:,} ({_source_of(report, 'max_tokens')}))"
-    first = report.initial_budget_event or b
-    text += f"{' at the last request' if first != b else ''} = {room} - {_held_text(b)}"
-    if b.get("learned_overhead_tokens"):
-        text += (
-            "\n        (learned overhead: what the provider's readings counted beyond the view and "
-            "the tool definitions, such as injections and message framing, learned in steps of "
-            "256)"
-        )
-    if first != b and first.get("effective_budget") != b.get("effective_budget"):
-        learned = "" if first.get("learned_overhead_tokens") else ": no reading yet"
-        text += (
-            f"\n        the first request's: {first.get('effective_budget', 0):,} "
-            f"(the same limit - {_held_text(first)}{learned})"
-        )
-    if report.source.get("format") == "example" and not report.source.get("window_given"):
-        text += "\n        (the built-in example's default window; change it with --context-window)"
-    return text
-
-
-def _held_text(b: dict[str, Any]) -> str:
-    return (
-        f"{b.get('tool_definitions_tokens', 0):,} tool definitions - "
-        f"{b.get('learned_overhead_tokens', 0):,} learned overhead"
-    )
-
-
 def _whole_request_note(report: ReplayReport) -> str:
     """What "the whole request" covered and the two limits it was held to: the budget's (the
     summary) and the provider's (--check)."""
     basis = report.window_basis
-    if basis == BASIS_PAYLOAD:
+    if any(w.comparison is not None and not w.recorded for w in report.windows):
+        what = (
+            "the provider's recorded usage where the replayed view is the conversation the log "
+            "sent, else the replayed view + what that usage counted beyond the messages sent"
+        )
+    elif basis == BASIS_PAYLOAD:
         what = (
             "the replayed view (its system prompt included) + the recorded tool definitions "
             "and injections"
@@ -297,14 +265,6 @@ def _compactions_text(summary: dict[str, Any]) -> str:
     last, deepest = summary["final_level"], summary["deepest_level"]
     levels = f"level {last}" + ("" if deepest == last else f", the deepest {deepest}")
     return f"{count:,} (the last at {levels})"
-
-
-def _source_of(report: ReplayReport, name: str) -> str:
-    """Where setting ``name`` came from (``session_settings``' labels), or "flag"."""
-    for setting in report.source.get("settings", []):
-        if setting.get("name") == name:
-            return str(setting.get("source"))
-    return "flag"
 
 
 def _compactions_table(report: ReplayReport) -> RenderableType:

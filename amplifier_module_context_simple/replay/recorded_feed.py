@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from .. import SimpleContextManager
+from .._usage import parse_usage_reading
 from .report import ReplayReport
 from .session_dir import RecordedRequest, system_text
 
@@ -32,8 +33,12 @@ class RecordedFeed:
     def __init__(self, recorded: Iterable[RecordedRequest]) -> None:
         self._requests = iter(recorded)
         self.matched = 0
+        self.found = 0
+        """Recorded usages that hold a reading the meter can take (an input figure)."""
+        self.fed = 0
+        """Of those, the readings handed to the meter."""
         self.withheld = 0
-        """Recorded readings kept from the meter (see :meth:`after`)."""
+        """Of those, the readings kept from the meter (see :meth:`after`)."""
         self._tools: list[Any] | None = None
 
     async def before(self, manager: SimpleContextManager) -> RecordedRequest | None:
@@ -72,16 +77,21 @@ class RecordedFeed:
         """
         if request is None or request.usage is None:
             return
+        if parse_usage_reading(request.usage.raw) is None:
+            return  # no reading to give: counted neither as found nor as fed
+        self.found += 1
         if not (view_whole and sent_whole and request.sent_whole_history):
             self.withheld += 1
             return
+        self.fed += 1
         data: dict[str, Any] = {"usage": dict(request.usage.raw)}
         if request.model:
             data["model"] = request.model
         await manager.meter.on_llm_response(_RESPONSE, data)
 
     def finish(self, report: ReplayReport, *, complete: bool) -> None:
-        """Put ``{"recorded", "replayed", "matched"}`` in ``report.source["recorded_match"]``.
+        """Put ``{"recorded", "replayed", "matched"}`` in ``report.source["recorded_match"]``
+        and ``{"found", "fed", "withheld"}`` (the readings) in ``recorded_readings``.
 
         When the counts differ, a warning says how many were matched. ``complete=False`` (the
         replay stopped early on purpose): the rest of the recording is not counted.
@@ -90,6 +100,8 @@ class RecordedFeed:
         recorded = self.matched + sum(1 for _ in self._requests) if complete else None
         summary = {"recorded": recorded, "replayed": replayed, "matched": self.matched}
         report.source["recorded_match"] = summary
+        readings = {"found": self.found, "fed": self.fed, "withheld": self.withheld}
+        report.source["recorded_readings"] = readings
         if self.withheld:
             note = (
                 f"{self.withheld:,} recorded reading(s) not given to the replay's meter: the "

@@ -15,7 +15,9 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
 * Usage recorded without a payload (a Claude Code log: ``RecordedRequest.messages_only``):
   the categories are the replayed view's, as for a bare transcript, with the provider's
   figure beside them; the cache is followed over the messages the log shows were sent
-  (``log_cache``).
+  (``log_cache``). The request's overhead is what the provider counted beyond those messages,
+  so while the replayed view is the conversation the log sent, the whole request is the
+  provider's own figure.
 * A request the session did not record, after requests it did (the events file ends early: a
   crashed or still-running session): the categories are the replayed view's, its system
   prompt apart, with the last recorded request's tool definitions carried over (the replay's
@@ -150,7 +152,13 @@ class WindowAnalysis:
             if recorded.usage is not None:  # a synthetic message: no request reached the cache
                 self._log_cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
             self.entries.append(WindowEntry(request, found, comparison, recorded=False))
-            return self._overhead or 0
+            if comparison is None:
+                return self._overhead or 0
+            # The provider counted the whole request: what it counted beyond the messages the
+            # log shows were sent (system prompt, tools, framing) is this request's overhead.
+            # While the view is that very conversation (stored messages price as the log's
+            # do), the view plus it is the provider's figure itself.
+            return max(0, comparison.provider - self._log_cache.sent_tokens)
         if recorded is not None:
             self._recorded += 1
             found = breakdown(

@@ -290,6 +290,8 @@ def _scan(path: Path) -> _Scan:
         elif name == _RESPONSE:
             scan.model = scan.model or _text(data.get("model"))
             usage = data.get("usage")
+            if usage is None and "input_tokens" in data:
+                usage = data  # recorded at the event's top level, not under "usage"
             # Only the first response after a request answers it (a retry's is not new).
             if not scan.answered and isinstance(usage, dict):
                 scan.usages[-1] = RecordedUsage.from_mapping(usage)

@@ -117,8 +117,9 @@ def resolve_settings(
         (model, FLAG), (session.model if session else None, SESSION_EVENTS)
     )
     budget = (session.budget_event if session else None) or {}
-    # The table is for sessions only: a bare transcript with --model keeps the fallback budget.
-    table = known_window(model_name, session.provider_config) if session else None
+    # One table for every input: a model named by --model gets the window and output it
+    # gets from a session's or a log's records.
+    table = known_window(model_name, session.provider_config if session else None)
     recorded_window = _positive(budget.get("context_window"))
     window, window_source = _pick(
         (context_window, FLAG),
@@ -136,10 +137,28 @@ def resolve_settings(
     )  # fmt: skip
     if window is None and max_output_source != FLAG:
         max_output = None  # no window: nothing to hold output back from
+    recorded = window_source == SESSION_EVENTS and family_for_model(model_name) is not None
+    if model_name and table is None and not recorded:  # a recorded window needs no table
+        warnings.append(_unknown_model_text(model_name, model_source, window, window_source))
     return ResolvedSettings(
         values, sources, model_name, model_source, window, window_source,
         max_output, max_output_source, ignored, warnings,
     )  # fmt: skip
+
+
+def _unknown_model_text(model: str, source: str, window: int | None, window_source: str) -> str:
+    """The warning for a model the table does not know: what it leaves unknown."""
+    named = f"--model {model!r}" if source == FLAG else f"the session's model {model!r}"
+    text = f"{named} is not in the model table (replay/known_windows.py)"
+    if window is None:
+        text += ": no window is known; give --context-window (and --max-output-tokens)"
+    elif window_source == DEFAULT:
+        text += ": the default window is used; give --context-window for its own"
+    else:
+        text += f": the window from the {window_source} is used"
+    if family_for_model(model) is None:
+        text += "; its tokenizer family is unknown too, so estimates are conservative"
+    return text
 
 
 def _recorded_config(

@@ -59,6 +59,15 @@ def setting_value_text(value: object) -> str:
     return str(value)
 
 
+def _readings_line(readings: dict[str, Any]) -> str:
+    """The recorded usage: only readings found count, and of them only those fed are fed."""
+    found, fed = readings.get("found", 0), readings.get("fed", 0)
+    text = f"Recorded usage: {found:,} reading(s) found, {fed:,} fed to the replay's meter"
+    if found > fed:
+        text += f" ({found - fed:,} not: see the note below)"
+    return text
+
+
 def _session_lines(src: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     if src.get("events"):
@@ -74,9 +83,10 @@ def _session_lines(src: dict[str, Any]) -> list[str]:
     if match:
         recorded = match["recorded"]
         of = f" of {recorded:,} recorded" if recorded is not None else ""
-        # A Claude Code log records no system prompt: its usage is all that is fed.
-        what = "usage" if src.get("format") == "claude-code" else "system prompt and usage"
-        lines.append(f"Recorded {what} fed to {match['matched']:,}{of} request(s)")
+        # A Claude Code log records no system prompt: its usage is all there is to feed.
+        if src.get("format") != "claude-code":
+            lines.append(f"Recorded system prompt given to {match['matched']:,}{of} request(s)")
+        lines.append(_readings_line(src.get("recorded_readings") or {}))
     if src.get("ignored_config_keys"):
         keys = ", ".join(src["ignored_config_keys"])
         lines.append(f"Recorded config keys ignored (not context-simple settings): {keys}")

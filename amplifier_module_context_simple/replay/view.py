@@ -100,9 +100,9 @@ def call_chars(message: Mapping[str, Any]) -> int:
 def _markers(message: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
     if message.get(TRUNCATED_KEY):
-        found.append(f"truncated (was {message.get(ORIGINAL_TOKENS_KEY)} tok)")
+        found.append(f"truncated (was {_count(message.get(ORIGINAL_TOKENS_KEY))} tok)")
     if message.get(STUBBED_KEY):
-        found.append(f"stub (was {message.get(ORIGINAL_LENGTH_KEY)} chars)")
+        found.append(f"stub (was {_count(message.get(ORIGINAL_LENGTH_KEY))} chars)")
     if message.get(REPAIRED_KEY):
         found.append("placeholder")
     if is_notice(message):
@@ -110,6 +110,11 @@ def _markers(message: Mapping[str, Any]) -> list[str]:
     if has_image(message):
         found.append("image")
     return found
+
+
+def _count(value: object) -> str:
+    """A marker's figure as every other figure is shown: with thousands separators."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def _preview(message: Mapping[str, Any], limit: int) -> str:

@@ -58,7 +58,14 @@ def render_window(
         + ("the transcript" if given else "each recorded request payload")
         + ", never scaled to the provider's figure"
     )
-    if given and last.overhead:
+    provided = any(c is not None for c in compared)
+    if given and provided and not last.overhead:
+        console.print(
+            "[yellow]The figures exclude what the log does not hold[/] (system prompt, tool "
+            "definitions): the provider's figure beside them counts it, and the summary's "
+            "whole-request figures are built on it"
+        )
+    elif given and last.overhead:
         console.print(
             f"[yellow]The figures exclude what was not given:[/] the transcript holds no system "
             f"prompt, tool definitions or injections; --overhead {last.overhead:,} stands for them"
@@ -72,7 +79,6 @@ def render_window(
     # Left out first: what the categories table below shows for the last request (notice,
     # output, free); last: the comparison with the provider, beside its figure.
     # With no provider figure at all (a bare transcript) the comparison columns would be empty.
-    provided = any(c is not None for c in compared)
     comparison_columns = (
         [Column("provider"), Column("gap", drop=4), Column("gap %", drop=6)] if provided else []
     )
@@ -92,10 +98,13 @@ def render_window(
             *(_gap(comparison) if provided else ()),
         ])  # fmt: skip
     title = "What the window held, per request (tokens)"
-    caption = (
-        "provider: input_tokens + cache_write_tokens; gap: ours - provider"
+    caption = "ours: what the request held by the module's estimate (the columns before free)"
+    if given:
+        caption += "; overhead: the --overhead given, for what the transcript lacks"
+    caption += (
+        "; provider: input_tokens + cache_write_tokens; gap: ours - provider"
         if provided
-        else "no provider figure was recorded to compare with"
+        else "; no provider figure was recorded to compare with"
     )
     if marked:
         caption += (
@@ -155,7 +164,13 @@ def _render_categories(
     if b.over:
         rows.append(["[red]over the window by[/]", f"{b.over:,}", ""])
     columns = [Column("category", kind="text"), Column("tokens"), Column("share")]
-    console.print(fit_table(columns, rows, title=title))
+    caption = (
+        "overhead (given): the --overhead stated for what the transcript lacks (system prompt, "
+        "tool definitions, injections)"
+        if b.overhead is not None
+        else None
+    )
+    console.print(fit_table(columns, rows, title=title, caption=caption))
 
 
 def _render_injections(console: Console, number: int, b: WindowBreakdown) -> None:

@@ -1,0 +1,119 @@
+"""The compaction notice: what it states and its text.
+
+The notice tells the model that earlier conversation was compacted and what that did. Built
+only from the sticky state (:func:`notice_figures`), so it stays byte-identical until the next
+escalation; ``_render`` re-exports it with the view's other renderers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._decisions import CompactionStats, Decisions
+
+__all__ = ["NOTICE_SOURCE", "NoticeFigures", "notice", "notice_figures", "notice_message"]
+
+NOTICE_SOURCE = "context-compaction"
+Message = dict[str, Any]
+
+
+def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Message:
+    """The compaction notice appended to the view's tail.
+
+    Built only from the sticky state, so it stays byte-identical until the next escalation.
+    """
+    return notice_message(notice_figures(stats, decisions), verbosity)
+
+
+def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
+    """What the notice for ``decisions`` states (equal figures: the same notice)."""
+    return NoticeFigures(
+        level=decisions.level,
+        history_messages=stats.history_messages,
+        removed=len(decisions.removed),
+        truncated=len(decisions.truncated),
+        stubbed=len(decisions.stubbed),
+        before_messages=stats.before_messages,
+        after_messages=stats.after_messages,
+        relaxed=decisions.protection_relaxed,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFigures:
+    """The numbers a notice states (every one of them comes from sticky state)."""
+
+    level: int
+    history_messages: int
+    removed: int
+    truncated: int
+    stubbed: int
+    before_messages: int
+    after_messages: int
+    relaxed: bool
+
+    @classmethod
+    def largest(cls, history_messages: int) -> NoticeFigures:
+        """Figures at least as long as any notice for a history this size can state: every
+        count stated, and the view made smaller (so the clause that says so is stated too)."""
+        wide = 10 ** len(str(history_messages + 1000)) - 1
+        return cls(wide, wide, wide, wide, wide, wide, wide - 1, relaxed=True)
+
+
+def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
+    summary = f"Earlier conversation was compacted (level {figures.level})"
+    # Only what happened is stated: "0 are no longer shown" tells the model nothing.
+    done = [
+        f"{count} {what}"
+        for count, what in (
+            (figures.removed, "are no longer shown"),
+            (figures.truncated, "tool results are shortened"),
+            (figures.stubbed, "long messages are reduced to a stub"),
+        )
+        if count
+    ]
+    if done:
+        listed = done[0] if len(done) == 1 else ", ".join(done[:-1]) + " and " + done[-1]
+        summary += f". Of the first {figures.history_messages} messages, {listed}"
+    # The view's count includes this notice: stated only when the compaction took messages out.
+    if figures.after_messages < figures.before_messages:
+        summary += (
+            f"; the latest compaction took the view from {figures.before_messages} to "
+            f"{figures.after_messages} messages, this notice included"
+        )
+    summary += "."
+    redo = (
+        "Work requested in the first message may already be done: check the recent messages "
+        "before repeating any step, and do not redo state-changing actions."
+    )
+    lines = [summary, redo]
+    if figures.relaxed:
+        lines.append(
+            "The window is small, so some recent tool results were shortened or left out too. "
+            "If you need what they held, read it again with narrower parameters (a line range, "
+            "a filter, a smaller query); never re-run a tool that changes state to get its "
+            "output back."
+        )
+    if verbosity != "minimal":
+        lines.append(
+            "Kept in full: system instructions, the first and the latest user request, the "
+            "most recent messages and the latest tool results."
+            if not figures.relaxed
+            else "Kept in full: system instructions and the first and the latest user request."
+        )
+        lines.append(
+            "Shortened tool results say so at their start; call the tool again if you need "
+            "their full output."
+        )
+    if verbosity == "verbose":
+        lines.append(
+            "Removed turns are not visible to you any more; if a decision made in them "
+            "matters, ask the user or re-derive it from files rather than guessing."
+        )
+    body = "\n".join(lines)
+    return {
+        "role": "user",
+        "content": f'<system-reminder source="{NOTICE_SOURCE}">\n{body}\n</system-reminder>',
+        "metadata": {"source": NOTICE_SOURCE, "ephemeral": True},
+    }
