@@ -154,7 +154,14 @@ class Budget:
     request_budget: int = 0
     """What the whole input of the request may take (the unit of a provider's count): the
     input room capped by ``max_tokens``, i.e. the budget plus what it held back for tool
-    definitions and learned overhead (when those leave the view room)."""
+    definitions and learned overhead (when those leave the view room); for an explicit
+    budget, that budget plus the tools and the overhead the request carries besides it."""
+    carried_tools: int = 0
+    """The tool definitions the request carries, held back or not (an explicit budget is
+    the view's and holds back none): what a reading is compared with, beside the view."""
+    input_room: int = 0
+    """What the whole input could hold before ``max_tokens`` caps it (the window less output
+    and margin, the fallback, or an explicit budget plus what the request carries)."""
 
     def parts_text(self) -> str:
         """The budget's arithmetic in words, for warnings and errors."""
@@ -238,11 +245,13 @@ async def derive_budget(
         window: _Window | None = None,
         model_name: str | None = None,
         held: tuple[int, int] = (0, 0),
+        beside: tuple[int, int] = (0, 0),
     ) -> Budget:
         # ``room`` is what the request's input may take (the explicit or fallback budget
         # itself); ``max_tokens`` caps that, and what the request carries besides the view
-        # comes off both.
-        aside = held[0] + held[1]
+        # comes off both (``held``) - or, for an explicit budget, adds to what the whole
+        # request may take (``beside``).
+        aside, extra = held[0] + held[1], beside[0] + beside[1]
         capped = max_tokens is not None and max_tokens < room
         allowed = min(room, max_tokens) if max_tokens is not None else room
         return Budget(
@@ -262,7 +271,9 @@ async def derive_budget(
             tool_definitions_tokens=held[0],
             learned_overhead_tokens=held[1],
             starved=allowed - aside <= 0,
-            request_budget=allowed,
+            request_budget=allowed + extra,
+            carried_tools=held[0] + beside[0],
+            input_room=room + extra,
         )
 
     def on_window(source: BudgetSource, window: _Window, name: str | None) -> Budget:
@@ -280,7 +291,8 @@ async def derive_budget(
     if token_budget is not None:
         _require_positive_int("token_budget", token_budget)
         name = await _model_name_only(provider) if provider is not None else None
-        return finish("explicit", token_budget, model_name=name)
+        tools, learned = held_back(name)
+        return finish("explicit", token_budget, model_name=name, beside=(tools, max(0, learned)))
 
     if provider is None:
         return fallback(None)

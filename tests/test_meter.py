@@ -385,18 +385,20 @@ async def test_first_reading_after_a_view_answers_it_side_readings_do_not() -> N
     assert meter.pair_count == 1
 
 
-async def test_a_reading_before_any_view_covers_the_history_as_it_stands() -> None:
+async def test_a_reading_before_any_view_answers_nothing() -> None:
+    """A reading answers a view that went out, never one that did not: before the first view
+    (of a session, or after a resume) it is some other call's (issue 28)."""
     meter, hooks, _ = _mounted()
     await _emit(hooks, {"usage": {"input_tokens": 5_000}})
-    assert meter.figure(1_000) == 5_000
-    assert meter.figure(3_000) == 5_000
-    assert meter.size_model == IDENTITY, "not fitted until paired"
-    assert meter.size_model_for(1_000) == SizeModel(4_000, 1.0), "provisionally paired"
-    meter.anchor_estimate(1_000)
-    assert meter.size_model == SizeModel(4_000, 1.0)
-    assert meter.figure(1_500) == 5_500
-    meter.anchor_estimate(9_999)  # already anchored: no effect
-    assert meter.pair_count == 1
+    assert meter.latest_reading == 5_000 and meter.reading_count == 1, "recorded"
+    assert meter.figure(1_000) is None
+    assert meter.size_model_for(1_000) == IDENTITY
+    meter.note_request_estimate(1_000)
+    await _emit(hooks, {"usage": {"input_tokens": 1_200}})
+    assert meter.figure(1_000) == 1_200
+    meter.reset()  # a resume
+    await _emit(hooks, {"usage": {"input_tokens": 900}})
+    assert meter.figure(161_512) is None and meter.pair_count == 0
 
 
 async def test_readings_after_an_answered_view_do_not_anchor_as_pre_view_readings() -> None:
@@ -558,8 +560,8 @@ def test_estimate_inputs_are_validated() -> None:
             meter.note_request_estimate(bad)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="estimate"):
             meter.figure(bad)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="covered"):
-            meter.anchor_estimate(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="room"):
+            meter.note_request_estimate(1, room=bad if bad is not None else -1)  # type: ignore[arg-type]
 
 
 def test_estimates_have_no_upper_bound() -> None:
@@ -716,6 +718,7 @@ async def test_a_low_reading_lowers_the_trigger_figure() -> None:
 
 async def test_choose_usage_estimate_mode_reports_but_ignores_reading() -> None:
     meter, hooks, _ = _mounted()
+    meter.note_request_estimate(300)
     await _emit(hooks, {"usage": {"input_tokens": 900}})
     stats = choose_usage(
         mode="estimate", estimated=300, meter=meter, budget=600, view_has_images=False
