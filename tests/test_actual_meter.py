@@ -266,6 +266,18 @@ async def test_hard_fit_holds_against_the_estimate_as_well_as_the_model() -> Non
     assert len(session.named("context:compaction")) == 1
 
 
+async def test_hard_fit_fails_closed_on_the_estimate_even_when_the_model_fits() -> None:
+    session, _ = await _hard_fit_session(0.5)
+    manager = session.manager
+    # The latest prompt is floor: over the budget by our estimate, inside it by the model.
+    await manager.add_message({"role": "user", "content": "word " * 12_000})
+    history = await manager.get_messages()
+    assert 0.5 * tokens(history[-1:]) < 10_800 < tokens(history[-1:])
+    with pytest.raises(ContextLengthError, match="needs ~"):
+        await manager.get_messages_for_request_retaining(retain_contents=[], hard_fit=True)
+    assert session.events == []
+
+
 async def test_hard_fit_reduces_until_the_modelled_size_fits() -> None:
     session, _ = await _hard_fit_session(3.0)
     manager = session.manager

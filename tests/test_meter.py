@@ -608,6 +608,33 @@ def test_estimate_inputs_are_validated() -> None:
             meter.note_request_estimate(1, room=bad if bad is not None else -1)  # type: ignore[arg-type]
 
 
+def test_a_rejected_reading_awaits_confirmation_exactly_as_snapshotted() -> None:
+    """The gate's state is the meter's: a rollback to before a rejected reading forgets it, so
+    the next implausible reading is rejected again rather than taken as its confirmation."""
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    before = meter.snapshot()
+    meter.note_request_estimate(1_000, accounted=1_000, room=10_000)
+    assert record(input_tokens=50_000)
+    assert meter.figure(1_000) is None, "rejected: answers nothing"
+    [rejection] = meter.take_rejections()
+    assert rejection.payload() == {
+        "reading_tokens": 50_000,
+        "carried_tokens": 1_000,
+        "input_room": 10_000,
+        "rejections": 1,
+    }
+    meter.restore(before)
+    meter.note_request_estimate(1_000, accounted=1_000, room=10_000)
+    assert record(input_tokens=50_000)
+    assert meter.figure(1_000) is None, "rejected again, not confirmed"
+    meter.note_request_estimate(1_000, accounted=1_000, room=10_000)
+    assert record(input_tokens=50_000)
+    assert meter.figure(1_000) == 50_000, "two in a row: confirmed"
+    assert meter.learned_overhead == 49_152
+    assert [r.rejections for r in meter.take_rejections()] == [1], "counted from the snapshot"
+
+
 def test_estimates_have_no_upper_bound() -> None:
     meter = TokenMeter()
     record = meter.claim_foreground_usage()

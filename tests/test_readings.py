@@ -20,6 +20,7 @@ from amplifier_module_context_simple import check_view, mount
 from amplifier_module_context_simple._budget import PROVIDER_WARNINGS
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._meter import OVERHEAD_STEP
+from amplifier_module_context_simple._room import DISPROVED_SHARE, disproved, made_under
 
 CAPTURED = (
     "context:budget",
@@ -295,7 +296,55 @@ async def test_the_inflated_reading_warning_is_rate_limited(
     assert 1 <= len(warned) <= 5, "a handful of lines for twenty rejections"
 
 
+async def test_a_reading_just_above_the_room_is_believed_at_once() -> None:
+    """Above the whole input room but less than twice what the request carried: the estimator
+    under-counted (that is what readings are for), not a summed or server-held figure."""
+    session = await Session.start(token_meter="actual")
+    provider = Provider(200_000, 64_000)
+    manager = session.manager
+    for message in history_of(56, 2_000):
+        await manager.add_message(message)
+    view = await session.view(provider)
+    room = session.budget["request_budget"]
+    assert session.carried(view) < room < 1.3 * session.carried(view)
+    await session.respond(int(1.3 * session.carried(view)))
+    await session.view(provider)
+    assert session.named("context:reading_rejected") == []
+    assert manager.compaction_level > 0, "the reading is over the trigger: compacted"
+
+
+async def test_an_explicit_request_s_reading_is_judged_against_what_it_could_hold() -> None:
+    """An explicit budget is the view's: the request could hold it plus the tools, so a reading
+    between the two is possible and believed."""
+    session = await Session.start(tool_words=3_000)
+    manager = session.manager
+    await manager.add_message({"role": "user", "content": "Read every build log."})
+    await session.view(Provider(128_000, 8_000))
+    tools = session.budget["tool_definitions_tokens"]
+    view = await session.view(token_budget=30_000)
+    reading = 30_000 + tools * 4 // 5
+    assert reading > 2 * (estimate(view) + tools)
+    await session.respond(reading)
+    await session.view(token_budget=30_000)
+    assert session.named("context:reading_rejected") == []
+
+
 # --- 5. decisions made under a budget later readings disproved -----------------------------------
+
+
+def test_a_room_is_disproved_only_by_one_clearly_larger() -> None:
+    assert DISPROVED_SHARE == 0.25
+    assert not disproved(None, 100_000), "no decisions, nothing to disprove"
+    assert not disproved(75_000, 100_000) and disproved(74_999, 100_000)
+    assert not disproved(100_000, 50_000), "a smaller room never disproves"
+    assert not disproved(0, 0) and disproved(0, 1)
+
+
+def test_decisions_built_on_others_keep_the_smallest_room_they_were_made_under() -> None:
+    assert made_under(None, 80_000, rebased=False) == 80_000
+    assert made_under(60_000, 75_000, rebased=False) == 60_000, "a slow creep hides nothing"
+    assert made_under(60_000, 50_000, rebased=False) == 50_000
+    assert made_under(60_000, 90_000, rebased=True) == 90_000, "made afresh"
 
 
 async def test_decisions_made_under_a_disproved_budget_do_not_outlive_the_next_escalation() -> None:
@@ -329,3 +378,41 @@ async def test_decisions_made_under_a_disproved_budget_do_not_outlive_the_next_e
     assert set(event["removed_positions"]) == set(decisions.removed)
     assert set(event["truncated_positions"]) == set(decisions.truncated)
     assert set(event["stubbed_positions"]) == set(decisions.stubbed)
+
+
+async def test_the_measured_path_escalates_afresh_over_decisions_a_count_disproved() -> None:
+    session = await Session.start(token_meter="actual")
+    provider = Provider(200_000, 64_000)
+    manager = session.manager
+    for message in history_of(30, 2_000):
+        await manager.add_message(message)
+    view = await session.view(provider)
+    # Believed (within the room), and far too high: the next request escalates under it.
+    await session.respond(session.carried(view) + 55_000)
+    await session.read_file(8_000)
+    await session.view(provider)
+    assert len(session.named("context:compaction")) == 1
+    made_under = manager.decisions
+    for _ in range(32):
+        await session.read_file(4_000)
+
+    async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
+        tokens = estimate(view)  # the orchestrator's count: no overhead at all
+        return {
+            "dispatch": {"messages": view},
+            "budget_decision": {
+                "estimated_input_tokens": tokens,
+                "input_limit_tokens": 200_000 - 64_000,
+                "measurement": {"kind": "provider_count", "source": "t", "input_tokens": tokens},
+            },
+        }
+
+    measured = session.coordinator.get_capability("context.measured_request_view")
+    result = await measured(provider=provider, retain_contents=[], count_view=count_view)
+    assert result["outcome"] == "target_reached", result["outcome"]
+    assert await result["transaction"].commit()
+    event = session.named("context:compaction")[-1]
+    decisions = manager.decisions
+    assert decisions is not made_under
+    assert set(event["removed_positions"]) == set(decisions.removed)
+    assert set(event["truncated_positions"]) == set(decisions.truncated)
