@@ -380,6 +380,36 @@ async def test_decisions_made_under_a_disproved_budget_do_not_outlive_the_next_e
     assert set(event["stubbed_positions"]) == set(decisions.stubbed)
 
 
+async def test_a_resume_forgets_the_room_the_old_decisions_were_made_under() -> None:
+    """After ``set_messages`` nothing decided about the old history is in force, so nothing can
+    be disproved: the second escalation of the resumed session builds on the first."""
+    session = await Session.start()
+    provider = Provider(272_000, 128_000)
+    manager = session.manager
+    for message in history_of(19, 2_000):
+        await manager.add_message(message)
+    view = await session.view(provider)
+    await session.respond(session.carried(view) + 100_000)  # believed, and far too high
+    await session.view(provider)
+    assert len(session.named("context:compaction")) == 1
+    for _ in range(2):
+        view = await session.view(provider)
+        await session.respond(session.carried(view))
+    await manager.set_messages(await manager.get_messages())
+    rounds = 0
+    while len(session.named("context:compaction")) < 3:
+        await session.read_file(4_000)
+        view = await session.view(provider)
+        await session.respond(session.carried(view))
+        rounds += 1
+        assert rounds < 80
+    first, second = session.named("context:compaction")[1:]
+    assert first["removed_positions"] or first["truncated_positions"]
+    decisions = manager.decisions
+    added = set(second["removed_positions"]) | set(second["truncated_positions"])
+    assert added < set(decisions.removed) | set(decisions.truncated), "built on the first"
+
+
 async def test_the_measured_path_escalates_afresh_over_decisions_a_count_disproved() -> None:
     session = await Session.start(token_meter="actual")
     provider = Provider(200_000, 64_000)
