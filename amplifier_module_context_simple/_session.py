@@ -7,6 +7,7 @@ snapshotted and restored, tells whether a plan is still current, and commits one
 synchronous step.
 
 ``deliver`` is the boundary where a plan becomes state and events, in this order:
+``context:reading_rejected`` (readings the meter did not believe since the last delivery),
 ``context:pre_compact``, the commit, ``context:compaction`` + ``context:post_compact``,
 ``context:budget``. The plain, retention and measured paths all call it.
 """
@@ -226,6 +227,7 @@ async def deliver(
 ) -> bool:
     """Turn ``plan`` into state and events; returns whether it took effect.
 
+    0. ``context:reading_rejected`` for each reading the meter rejected since the last one;
     1. ``context:pre_compact`` (a current escalation only): before the commit, so a
        cancellation here changes nothing;
     2. the commit (one synchronous step; nothing when the plan is no longer current);
