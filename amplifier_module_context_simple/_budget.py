@@ -49,8 +49,9 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, TypeGuard
 
+from ._budget_record import Budget, BudgetSource, OutputSource
 from ._numbers import is_int, is_number
 
 __all__ = [
@@ -71,16 +72,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-BudgetSource = Literal[
-    "explicit", "provider_model_info", "provider_defaults", "max_tokens_fallback"
-]
-OutputSource = Literal[
-    "request", "model_defaults", "provider_defaults", "max_output_tokens", "assumed"
-]
-"""Where the output figure came from: the request's ``max_output_tokens``, the model's
-``defaults["max_tokens"]``, ``get_info().defaults["max_tokens"]``, the model's max output, or
-a share of the window when nothing was published."""
-
 # Headroom for what neither the estimate nor the readings see yet (request framing, estimator
 # error before the first reading, rounding); a sixteenth of windows smaller than 64K.
 SAFETY_MARGIN_TOKENS = 4096
@@ -92,7 +83,6 @@ ASSUMED_OUTPUT_CAP = 32_768
 #: Whatever the output figure, the input keeps at least this share of the window.
 MIN_INPUT_SHARE = 0.25
 
-_PROVIDER_SOURCES: frozenset[str] = frozenset({"provider_model_info", "provider_defaults"})
 
 # derive_budget runs before every request, so a provider that is broken stays broken for
 # the whole session. Each distinct problem is logged once at WARNING, then at DEBUG.
@@ -125,77 +115,6 @@ class WarnOnce:
 
 PROVIDER_WARNINGS = WarnOnce()
 """Shared by every manager of the process: one broken provider is one warning."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The budget a request runs on, with enough provenance to explain it."""
-
-    source: BudgetSource
-    context_window: int | None
-    max_output_tokens: int | None
-    reserved_output: int | None
-    """The output tokens held back from the window (None without a provider window)."""
-    derived_budget: int
-    max_tokens: int | None
-    max_tokens_fallback: int
-    capped: bool
-    effective_budget: int
-    # Best-effort model identity for callers that tune by model family; not reported.
-    model_name: str | None = None
-    requested_output: int | None = None
-    """What the provider will ask for as output (before ``output_reserve_fraction``)."""
-    output_source: OutputSource | None = None
-    margin: int = 0
-    tool_definitions_tokens: int = 0
-    learned_overhead_tokens: int = 0
-    starved: bool = False
-    """The output, margin, tools and learned overhead alone leave the view no room."""
-    request_budget: int = 0
-    """What the whole input of the request may take (the unit of a provider's count): the
-    input room capped by ``max_tokens``, i.e. the budget plus what it held back for tool
-    definitions and learned overhead (when those leave the view room)."""
-
-    def parts_text(self) -> str:
-        """The budget's arithmetic in words, for warnings and errors."""
-        if self.context_window is None:
-            text = f"the budget is {self.effective_budget:,} tokens ({self.source})"
-        else:
-            text = (
-                f"the {self.context_window:,}-token window less {self.reserved_output or 0:,} "
-                f"for the output the provider asks for, {self.margin:,} safety margin, "
-                f"{self.tool_definitions_tokens:,} for tool definitions and "
-                f"{self.learned_overhead_tokens:,} of learned overhead (injections, framing) "
-                f"leaves {self.derived_budget:,} for the messages"
-            )
-        if self.capped:
-            text += f", capped by max_tokens {self.max_tokens:,}"
-        return text
-
-    def payload(self) -> dict[str, Any]:
-        """Return the JSON-safe ``context:budget`` event payload.
-
-        The window fields only appear when a provider supplied them.
-        """
-        payload: dict[str, Any] = {"source": self.source}
-        if self.source in _PROVIDER_SOURCES:
-            payload["context_window"] = self.context_window
-            payload["max_output_tokens"] = self.max_output_tokens
-            payload["requested_output"] = self.requested_output
-            payload["output_source"] = self.output_source
-            payload["reserved_output"] = self.reserved_output
-            payload["safety_margin"] = self.margin
-        payload.update(
-            tool_definitions_tokens=self.tool_definitions_tokens,
-            learned_overhead_tokens=self.learned_overhead_tokens,
-            derived_budget=self.derived_budget,
-            max_tokens=self.max_tokens,
-            max_tokens_fallback=self.max_tokens_fallback,
-            capped=self.capped,
-            effective_budget=self.effective_budget,
-            request_budget=self.request_budget,
-        )
-        return payload
 
 
 HeldBack = Callable[[str | None], tuple[int, int]]
@@ -238,11 +157,13 @@ async def derive_budget(
         window: _Window | None = None,
         model_name: str | None = None,
         held: tuple[int, int] = (0, 0),
+        beside: tuple[int, int] = (0, 0),
     ) -> Budget:
         # ``room`` is what the request's input may take (the explicit or fallback budget
         # itself); ``max_tokens`` caps that, and what the request carries besides the view
-        # comes off both.
-        aside = held[0] + held[1]
+        # comes off both (``held``) - or, for an explicit budget, adds to what the whole
+        # request may take (``beside``).
+        aside, extra = held[0] + held[1], beside[0] + beside[1]
         capped = max_tokens is not None and max_tokens < room
         allowed = min(room, max_tokens) if max_tokens is not None else room
         return Budget(
@@ -262,7 +183,9 @@ async def derive_budget(
             tool_definitions_tokens=held[0],
             learned_overhead_tokens=held[1],
             starved=allowed - aside <= 0,
-            request_budget=allowed,
+            request_budget=allowed + extra,
+            carried_tools=held[0] + beside[0],
+            input_room=room + extra,
         )
 
     def on_window(source: BudgetSource, window: _Window, name: str | None) -> Budget:
@@ -280,7 +203,8 @@ async def derive_budget(
     if token_budget is not None:
         _require_positive_int("token_budget", token_budget)
         name = await _model_name_only(provider) if provider is not None else None
-        return finish("explicit", token_budget, model_name=name)
+        tools, learned = held_back(name)
+        return finish("explicit", token_budget, model_name=name, beside=(tools, max(0, learned)))
 
     if provider is None:
         return fallback(None)

@@ -30,6 +30,7 @@ from ._budget import Budget
 from ._decisions import CompactionStats, Decisions
 from ._meter import IDENTITY, TokenMeter
 from ._planner import Planner
+from ._room import made_under
 
 
 class WalkedState(Protocol):
@@ -39,6 +40,8 @@ class WalkedState(Protocol):
     """Every request point before this history position has been planned."""
     decisions: Decisions
     stats: CompactionStats | None
+    decided_under: int | None
+    """The room the decisions in force were made under (``_room``)."""
     epoch: int
 
 
@@ -81,6 +84,13 @@ def catch_up(
             )
             if timing.reason is None:
                 continue
-        plan = planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=meter)
+        plan = planner.plan(
+            scope,
+            decisions=state.decisions,
+            stats=state.stats,
+            meter=meter,
+            decided_under=state.decided_under,
+        )
         if plan.escalated is not None:
             state.decisions, state.stats = plan.decisions, plan.stats
+            state.decided_under = made_under(state.decided_under, plan.room, rebased=plan.rebased)

@@ -19,6 +19,7 @@ __all__ = [
     "INGRESS_TRUNCATED",
     "POST_COMPACT",
     "PRE_COMPACT",
+    "READING_REJECTED",
     "safe_emit",
 ]
 
@@ -29,8 +30,17 @@ COMPACTION = "context:compaction"
 PRE_COMPACT = "context:pre_compact"
 POST_COMPACT = "context:post_compact"
 INGRESS_TRUNCATED = "context:tool_result_ingress_truncated"
+READING_REJECTED = "context:reading_rejected"
+"""A provider reading far above what its request carried was not believed (``_reading_gate``)."""
 
-EVENTS: tuple[str, ...] = (BUDGET, COMPACTION, PRE_COMPACT, POST_COMPACT, INGRESS_TRUNCATED)
+EVENTS: tuple[str, ...] = (
+    BUDGET,
+    COMPACTION,
+    PRE_COMPACT,
+    POST_COMPACT,
+    INGRESS_TRUNCATED,
+    READING_REJECTED,
+)
 """Every event this module emits, declared to the host's observability channel."""
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._budget import context_length_error
-from ._decisions import CompactionStats, Decisions
+from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._envelope import (
     NOT_COUNTED,
     Counted,
@@ -44,6 +44,7 @@ from ._meter_stats import MeterStats
 from ._plan import RequestPlan, Scope
 from ._planner import Planner, request_plan
 from ._retention import resolve_retained
+from ._room import disproved
 from ._session import Pipeline, SessionState, deliver
 
 logger = logging.getLogger(__name__)
@@ -223,8 +224,16 @@ async def _walk(
 
     # Real size of a view = overhead + k * estimate, fitted on this walk's own counts.
     pairs = [(base_tokens, first.input_tokens)]
+    start, usage = entry, base_tokens
+    if not entry.empty and disproved(
+        state.decided_under, fit_size_model(pairs).to_estimate(effective)
+    ):
+        # The decisions in force were made under a room the count now disproves.
+        start = NO_DECISIONS
+        usage = scope.system_tokens + planner.render(scope, start).tokens
+        staged = _Staged(scope, entry, meter_stats, base_tokens, rebased=True)
     steps = planner.ladder(
-        scope, entry, usage=base_tokens, target=fit_size_model(pairs).to_estimate(target)
+        scope, start, usage=usage, target=fit_size_model(pairs).to_estimate(target)
     )
     measured, view = first, base_view
     unavailable = False
@@ -232,7 +241,7 @@ async def _walk(
         step = next(steps)
         while True:
             candidate, tokens, step_stats, repaired = _step_view(
-                planner, scope, step, entry, (base_tokens, len(base_view)), target
+                planner, scope, step, start, (base_tokens, len(base_view)), target
             )
             next_attempt = await count_view(candidate)  # type: ignore[arg-type]
             calls += 1
@@ -300,6 +309,8 @@ class _Staged:
     entry: Decisions
     meter_stats: MeterStats
     base_tokens: int
+    rebased: bool = False
+    """The walk started from no decisions (those in force were disproved)."""
 
     def plan(
         self,
@@ -323,6 +334,7 @@ class _Staged:
             covered=self.base_tokens,
             # Sized on the orchestrator's counts: real units, the held-back parts included.
             real_budget=self.scope.budget.request_budget if pairs else None,
+            rebased=self.rebased and step is not None,
         )
 
 

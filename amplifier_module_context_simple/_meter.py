@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._reading_gate import ReadingGate, Rejection
 from ._size_model import (
     CALIBRATION_MAX,
     CALIBRATION_MIN,
@@ -87,13 +88,15 @@ class _MeterState:
     reading_count: int
     foreground_claimed: bool
     pending_estimate: int | None
-    viewed: bool
-    anchor: tuple[int | None, int] | None
+    anchor: tuple[int, int] | None
     pairs: tuple[tuple[int, int], ...]
     model: SizeModel
     recent: tuple[int, ...] = ()
     pending_accounted: int | None = None
     learned_overhead: int = 0
+    carried: tuple[int | None, ...] = ()
+    pending_room: int | None = None
+    gate: tuple[bool, int] = (False, 0)
 
 
 RECENT_READINGS = 16
@@ -136,12 +139,12 @@ class TokenMeter:
     hands out. The first accepted reading after that answers the view: it becomes the
     *anchor* of the trigger figure (``figure``) and the pair (estimate, reading) is added to
     the pairs the ``SizeModel`` is fitted on. Further readings before the next view (side
-    calls) are recorded (``latest_reading``, ``reading_count``) but answer nothing. A reading
-    that arrives before any view was handed out covers the history as it stands: it anchors
-    the figure as is, and the manager pairs it with its estimate of that history when it
-    next hands out a view (``anchor_estimate``). Pairing is positional, so a side call
-    answered *before* the real response can still take a view's place; the foreground
-    claim is the cure.
+    calls) are recorded (``latest_reading``, ``reading_count``) but answer nothing, and so
+    does a reading that arrives before any view went out (after a resume it is some other
+    call's: a reading answers a view that went out, never one that did not). A reading far
+    above what its request carried answers nothing either until the next one confirms it
+    (``_reading_gate``). Pairing is positional, so a side call answered *before* the real
+    response can still take a view's place; the foreground claim is the cure.
     """
 
     def __init__(self) -> None:
@@ -149,13 +152,15 @@ class TokenMeter:
         self._count = 0
         self._claimed = False
         self._pending_estimate: int | None = None
-        self._viewed = False
-        self._anchor: tuple[int | None, int] | None = None
+        self._anchor: tuple[int, int] | None = None
         self._pairs: tuple[tuple[int, int], ...] = ()
+        self._carried: tuple[int | None, ...] = ()
         self._model = IDENTITY
         self._recent: tuple[int, ...] = ()
         self._pending_accounted: int | None = None
+        self._pending_room: int | None = None
         self._learned = 0
+        self._gate = ReadingGate()
 
     # -- readings -------------------------------------------------------------------
 
@@ -179,27 +184,32 @@ class TokenMeter:
         """Whether an orchestrator has claimed the count (generic events are ignored)."""
         return self._claimed
 
-    def _record(self, reading: int) -> None:
+    def _record(self, reading: int, *, replay: bool = False) -> None:
         self._latest = reading
         self._count += 1
         self._recent = (*self._recent, reading)[-RECENT_READINGS:]
-        estimate = self._pending_estimate
-        if estimate is not None:
-            self._pending_estimate = None
-            self._anchor = (estimate, reading)
-            self._add_pair(estimate, reading)
-            accounted = self._pending_accounted
-            self._pending_accounted = None
-            if accounted is not None:
-                self._learned = learned_overhead(self._learned, reading - accounted)
-        elif not self._viewed:
-            self._anchor = (None, reading)
+        estimate, accounted = self._pending_estimate, self._pending_accounted
+        if estimate is None:
+            return  # a side call, or a reading before any view went out: it answers nothing
+        self._pending_estimate = self._pending_accounted = None
+        room, self._pending_room = self._pending_room, None
+        if not self._gate.admit(reading, accounted, room, report=not replay):
+            return
+        self._anchor = (estimate, reading)
+        self._add_pair(estimate, reading, accounted)
+        if accounted is not None:
+            self._learned = learned_overhead(self._learned, reading - accounted)
 
-    def _add_pair(self, estimate: int, reading: int) -> None:
+    def _add_pair(self, estimate: int, reading: int, carried: int | None) -> None:
         if estimate == 0:
             return
         self._pairs = (*self._pairs, (estimate, reading))[-FIT_PAIRS:]
-        self._model = fit_size_model(self._pairs, prior=self._model)
+        self._carried = (*self._carried, carried)[-FIT_PAIRS:]
+        self._model = fit_size_model(self._pairs, prior=self._model, carried=self._carried)
+
+    def take_rejections(self) -> tuple[Rejection, ...]:
+        """Readings not believed since the last call (for ``context:reading_rejected``)."""
+        return self._gate.take()
 
     async def on_llm_response(self, event: str, data: Any) -> HookResult | dict[str, str]:
         """Hook handler for ``llm:response``: record ``data["usage"]`` if it is clean.
@@ -238,25 +248,30 @@ class TokenMeter:
 
     # -- views and the size model ---------------------------------------------------
 
-    def note_request_estimate(self, estimate: int, *, accounted: int | None = None) -> None:
+    def note_request_estimate(
+        self, estimate: int, *, accounted: int | None = None, room: int | None = None
+    ) -> None:
         """Our estimate of the view just handed out; the next reading answers it.
 
         Pass the raw estimator figure of the view as sent. ``accounted`` is everything the
-        module can account for in that request (the view and the tool definitions it held
-        back); what the answering reading shows beyond it is the learned overhead. A later
-        call replaces an unanswered earlier view.
+        module can account for in that request (the view and the tool definitions it
+        carried, whether or not its budget held them back); what the answering reading shows
+        beyond it is the learned overhead. ``room`` is what the request's whole input could
+        hold (``Budget.input_room``): a reading above it and far above ``accounted`` is not
+        believed until confirmed. A later call replaces an unanswered earlier view.
         """
         if as_count(estimate) is None:
             raise ValueError(
                 f"note_request_estimate: estimate must be a non-negative int, got {estimate!r}"
             )
-        if accounted is not None and as_count(accounted) is None:
-            raise ValueError(
-                f"note_request_estimate: accounted must be a non-negative int, got {accounted!r}"
-            )
+        for key, value in (("accounted", accounted), ("room", room)):
+            if value is not None and as_count(value) is None:
+                raise ValueError(
+                    f"note_request_estimate: {key} must be a non-negative int, got {value!r}"
+                )
         self._pending_estimate = int(estimate)
         self._pending_accounted = None if accounted is None else int(accounted)
-        self._viewed = True
+        self._pending_room = None if room is None else int(room)
 
     @property
     def learned_overhead(self) -> int:
@@ -264,34 +279,15 @@ class TokenMeter:
         (injections, framing): held back from the budget in every meter mode."""
         return self._learned
 
-    def anchor_estimate(self, covered: int) -> None:
-        """Pair an unanchored reading (one that came before any view) with ``covered``.
-
-        ``covered`` is our estimate of the history that reading covered. Does nothing when
-        the anchor already has its estimate.
-        """
-        if as_count(covered) is None:
-            raise ValueError(
-                f"anchor_estimate: covered must be a non-negative int, got {covered!r}"
-            )
-        if self._anchor is not None and self._anchor[0] is None:
-            reading = self._anchor[1]
-            self._anchor = (covered, reading)
-            self._add_pair(covered, reading)
-
     @property
     def size_model(self) -> SizeModel:
         """The model fitted on this session's pairs (the identity before the first pair)."""
         return self._model
 
     def size_model_for(self, estimate: int) -> SizeModel:
-        """The model in force for a view estimated at ``estimate`` now.
-
-        The fitted model, except that an unanchored reading is provisionally paired with
-        ``estimate`` (it covers the history as it stands).
-        """
-        if self._anchor is not None and self._anchor[0] is None:
-            return fit_size_model((*self._pairs, (estimate, self._anchor[1])), prior=self._model)
+        """The model in force for a view estimated at ``estimate`` now: the fitted one (every
+        reading it is fitted on answered a view that went out, whatever its size)."""
+        del estimate
         return self._model
 
     def figure(self, estimate: int) -> int | None:
@@ -305,8 +301,6 @@ class TokenMeter:
         if self._anchor is None:
             return None
         answered, reading = self._anchor
-        if answered is None:
-            return reading
         return max(0, reading + self._model.growth(estimate - answered))
 
     @property
@@ -328,13 +322,15 @@ class TokenMeter:
             reading_count=self._count,
             foreground_claimed=self._claimed,
             pending_estimate=self._pending_estimate,
-            viewed=self._viewed,
             anchor=self._anchor,
             pairs=self._pairs,
             model=self._model,
             recent=self._recent,
             pending_accounted=self._pending_accounted,
             learned_overhead=self._learned,
+            carried=self._carried,
+            pending_room=self._pending_room,
+            gate=(self._gate.held, self._gate.rejections),
         )
 
     def restore(self, snapshot: object) -> None:
@@ -347,13 +343,15 @@ class TokenMeter:
         self._count = snapshot.reading_count
         self._claimed = snapshot.foreground_claimed
         self._pending_estimate = snapshot.pending_estimate
-        self._viewed = snapshot.viewed
         self._anchor = snapshot.anchor
         self._pairs = snapshot.pairs
         self._model = snapshot.model
         self._recent = snapshot.recent
         self._pending_accounted = snapshot.pending_accounted
         self._learned = snapshot.learned_overhead
+        self._carried = snapshot.carried
+        self._pending_room = snapshot.pending_room
+        self._gate.held, self._gate.rejections = snapshot.gate
 
     def restore_keeping_readings(self, snapshot: object) -> None:
         """Go back to ``snapshot`` and record again the readings accepted since it.
@@ -373,21 +371,22 @@ class TokenMeter:
         self._claimed = claimed
         self._count += max(0, arrived - len(readings))
         for reading in readings:
-            self._record(reading)
+            self._record(reading, replay=True)
 
     def reset(self) -> None:
         """Forget readings, pairs and the model (the conversation was cleared or replaced).
 
-        The foreground claim and the learned overhead are kept: they describe this
-        session's requests (who counts them, what surrounds the view in them), which do not
-        change when the history does.
+        The foreground claim, the learned overhead and the reading gate are kept: they
+        describe this session's requests (who counts them, what surrounds the view in them,
+        what the provider reports), which do not change when the history does.
         """
         self._latest = None
         self._count = 0
         self._pending_estimate = None
-        self._viewed = False
         self._anchor = None
         self._pairs = ()
+        self._carried = ()
         self._model = IDENTITY
         self._recent = ()
         self._pending_accounted = None
+        self._pending_room = None

@@ -46,6 +46,15 @@ class RequestPlan:
     real_budget: int = 0
     """The budget in ``size_model.to_real`` units: the effective budget, or (when the trigger
     compares a provider reading) the budget plus the tools and overhead it held back."""
+    rebased: bool = False
+    """The escalation started from no decisions: those in force were made under a room that
+    the room now disproves (``_room``)."""
+
+    @property
+    def room(self) -> int:
+        """The budget in estimate units (``real_budget`` through the size model): what the
+        plan's decisions are made under (``_room``)."""
+        return self.size_model.to_estimate(self.real_budget)
 
 
 @dataclass(frozen=True, slots=True)

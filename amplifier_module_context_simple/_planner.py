@@ -41,7 +41,7 @@ from typing import Any
 
 from ._budget import Budget, derive_budget
 from ._config import ContextConfig
-from ._decisions import CompactionStats, Decisions
+from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._estimate import family_for_model
 from ._history import HistoryIndex
 from ._ladder import LadderPolicy, Step, plan_escalation
@@ -58,6 +58,7 @@ from ._render import (
     render_range,
     system_part,
 )
+from ._room import disproved
 from ._system_prompt import SystemPrompt
 from ._timing import Timing, escalation_timing, moment_of, thinking_after
 from ._tool_definitions import ToolDefinitions
@@ -400,11 +401,14 @@ class Planner:
         meter: TokenMeter,
         hard_fit: bool = False,
         relax: bool = True,
+        decided_under: int | None = None,
     ) -> RequestPlan:
         """Plan one request on our estimate: escalate past the trigger, else render as is.
 
         ``decisions``/``stats`` are those in force. ``relax`` lets a fit pass give up protection
         when the rungs leave the view over budget (plain and retention paths; not measured).
+        ``decided_under`` is the room the decisions in force were made under: when the room
+        now disproves it (``_room``), an escalation starts from no decisions.
         """
         config, entry = self.config, decisions
         # 3. render, and the view as it goes out when nothing escalates (readings answer
@@ -419,28 +423,40 @@ class Planner:
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
         effective = _real_budget(scope.budget, meter_stats)
-        limit = model.to_estimate(effective) - scope.notice_cost
+        room = model.to_estimate(effective)
+        limit = room - scope.notice_cost
         timing = self.timing(
             scope, used=meter_stats.used, estimate=estimate, model=model, effective=effective
         )
         if hard_fit:
+            # Hard fit holds against the estimate as well: the model may be wrong.
+            limit = min(limit, scope.budget.effective_budget - scope.notice_cost)
             target, real_target = limit, model.to_real(max(limit, 0))
         else:
             real_target = timing.real_target
             target = model.to_estimate(real_target)
         step: Step | None = None
+        start = decisions
         over = timing.reason == "threshold"
+        if timing.reason is None and estimate > limit:
+            # Hard fit's limit also holds against the estimate (the model may be wrong).
+            timing = replace(timing, reason="over_budget")
         if timing.reason is not None:
             # The last rung that changed something: with nothing new to reduce there is no
             # step, and so no storm of identical escalations.
+            usage = estimate
+            if not decisions.empty and disproved(decided_under, room):
+                # Made under a room the readings since disproved: escalate afresh.
+                start = NO_DECISIONS
+                usage = scope.system_tokens + self.render(scope, start).tokens
             for rung in self.ladder(
-                scope, decisions, usage=estimate, target=target, limit=limit if relax else None
+                scope, start, usage=usage, target=target, limit=limit if relax else None
             ):
                 step = rung
         if step is not None:
             # 6. statistics, 7. compose.
             before = (view_tokens, len(view))  # the view as it would go out, notice included
-            previous, decisions = decisions, step.decisions
+            previous, decisions = start, step.decisions
             body = self.render(scope, decisions)
             stats = self.statistics(
                 scope,
@@ -467,6 +483,7 @@ class Planner:
             stuck=over and step is None and meter_stats.source == "actual",
             real_budget=effective,
             crowded=_crowded(scope.budget, config.target_usage),
+            rebased=step is not None and start is not entry,
         )
 
 
@@ -498,6 +515,7 @@ def request_plan(
     stuck: bool = False,
     real_budget: int | None = None,
     crowded: bool = False,
+    rebased: bool = False,
 ) -> RequestPlan:
     """The one constructor of a plan: what it may replace and when comes from the scope."""
     return RequestPlan(
@@ -518,6 +536,7 @@ def request_plan(
         stuck=stuck,
         real_budget=scope.budget.effective_budget if real_budget is None else real_budget,
         crowded=crowded,
+        rebased=rebased,
     )
 
 

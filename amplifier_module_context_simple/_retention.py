@@ -68,14 +68,20 @@ def resolve_retained(
 def check_fits(plan: RequestPlan) -> None:
     """Fail closed when the view the plan would deliver does not fit its budget.
 
-    Sized and checked in one unit: the plan's modelled real size (the estimate itself in
-    estimate mode).
+    Checked in both units: the plan's modelled real size against the real budget, and the
+    estimate itself against the effective budget (the same check in estimate mode; in actual
+    mode a model learned from noisy readings must not let through what the estimate says
+    is over).
     """
-    budget = plan.real_budget
-    needed = plan.size_model.to_real(plan.view_tokens)
-    if needed <= budget:
-        return
     parts = plan.budget
+    checks = (
+        (plan.size_model.to_real(plan.view_tokens), plan.real_budget),
+        (plan.view_tokens, parts.effective_budget),
+    )
+    over = [(needed, budget) for needed, budget in checks if needed > budget]
+    if not over:
+        return
+    needed, budget = over[0]
     if parts.starved:
         raise context_length_error(
             f"context-simple: the request cannot fit: {parts.parts_text()}, so no view fits; "

@@ -7,6 +7,7 @@ snapshotted and restored, tells whether a plan is still current, and commits one
 synchronous step.
 
 ``deliver`` is the boundary where a plan becomes state and events, in this order:
+``context:reading_rejected`` (readings the meter did not believe since the last delivery),
 ``context:pre_compact``, the commit, ``context:compaction`` + ``context:post_compact``,
 ``context:budget``. The plain, retention and measured paths all call it.
 """
@@ -27,6 +28,7 @@ from ._diagnostics import Diagnostics
 from ._meter import TokenMeter
 from ._plan import RequestPlan, Scope
 from ._planner import Planner
+from ._room import made_under
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class StateSnapshot:
     meter: object
     meter_stats: dict[str, Any] | None
     budget_gate: dict[str, Any] | None
+    decided_under: int | None = None
 
 
 class SessionState:
@@ -44,6 +47,8 @@ class SessionState:
     def __init__(self) -> None:
         self.decisions: Decisions = NO_DECISIONS
         self.stats: CompactionStats | None = None
+        self.decided_under: int | None = None
+        """The room (``RequestPlan.room``) the decisions in force were made under."""
         self.meter = TokenMeter()
         self.meter_stats: dict[str, Any] | None = None
         self.budget_gate = BudgetEventGate()
@@ -59,6 +64,7 @@ class SessionState:
         self.walked = 0
         self.decisions = NO_DECISIONS
         self.stats = None
+        self.decided_under = None
         self.meter.reset()
         self.meter_stats = None
         self.diagnostics = Diagnostics()
@@ -71,6 +77,7 @@ class SessionState:
             meter=self.meter.snapshot(),
             meter_stats=self.meter_stats,
             budget_gate=self.budget_gate.snapshot(),
+            decided_under=self.decided_under,
         )
 
     def restore(self, snapshot: StateSnapshot) -> None:
@@ -79,6 +86,7 @@ class SessionState:
         self.meter.restore(snapshot.meter)
         self.meter_stats = snapshot.meter_stats
         self.budget_gate.restore(snapshot.budget_gate)
+        self.decided_under = snapshot.decided_under
 
     def undo(self, before: StateSnapshot) -> None:
         """Put the compaction state back; readings that arrived since ``before`` are applied
@@ -105,10 +113,12 @@ class SessionState:
         if plan.escalated is not None:
             self.decisions = plan.decisions
             self.stats = plan.stats
+            self.decided_under = made_under(self.decided_under, plan.room, rebased=plan.rebased)
         self.meter_stats = plan.meter_stats.as_dict()
-        self.meter.anchor_estimate(plan.covered)
         self.meter.note_request_estimate(
-            plan.view_tokens, accounted=plan.view_tokens + plan.budget.tool_definitions_tokens
+            plan.view_tokens,
+            accounted=plan.view_tokens + plan.budget.carried_tools,
+            room=plan.budget.input_room,
         )
         diagnostics = self.diagnostics
         diagnostics.report_repairs(plan.repaired)
@@ -190,6 +200,7 @@ class Pipeline:
             meter=state.meter,
             hard_fit=hard_fit,
             relax=relax,
+            decided_under=state.decided_under,
         )
 
     async def deliver(self, plan: RequestPlan) -> bool:
@@ -222,6 +233,7 @@ async def deliver(
 ) -> bool:
     """Turn ``plan`` into state and events; returns whether it took effect.
 
+    0. ``context:reading_rejected`` for each reading the meter rejected since the last one;
     1. ``context:pre_compact`` (a current escalation only): before the commit, so a
        cancellation here changes nothing;
     2. the commit (one synchronous step; nothing when the plan is no longer current);
@@ -231,6 +243,8 @@ async def deliver(
     Without a guard a stale plan still reports the budget. With one (the measured
     transaction) a stale, stopped or rolled-back escalation returns False before step 4.
     """
+    for rejection in state.meter.take_rejections():
+        await events.safe_emit(hooks, events.READING_REJECTED, rejection.payload())
     stats = plan.stats if plan.escalated is not None else None
     if stats is not None:
         if state.is_current(plan):

@@ -129,7 +129,10 @@ def _slope(pairs: Sequence[tuple[int, int]]) -> float | None:
 
 
 def fit_size_model(
-    pairs: Sequence[tuple[int, int]], *, prior: SizeModel | None = None
+    pairs: Sequence[tuple[int, int]],
+    *,
+    prior: SizeModel | None = None,
+    carried: Sequence[int | None] | None = None,
 ) -> SizeModel:
     """Fit ``overhead + k * estimate`` to (estimate of a view, reading for that view) pairs.
 
@@ -145,12 +148,26 @@ def fit_size_model(
     size but ``prior`` has a fitted slope, that slope stands (the overhead re-anchored on the
     newest pair): a run of similar views says nothing new about ``k``, and falling back to
     ``k = 1`` would under-count growth whenever the real ``k`` is above 1.
+
+    ``carried`` gives, per pair, what its request carried that the module accounts for (the
+    view and the tool definitions; None where unknown). A slope below 1 must be explained by
+    the views: what a reading shows beyond what its request carried is overhead (a hook
+    reminder, framing) that can shrink between two requests, and a shrinking reminder is no
+    evidence that the estimator over-counts. So the slope is at least the one fitted on the
+    readings cut to what their requests carried.
     """
-    usable = [(e, r) for e, r in pairs if e > 0][-FIT_PAIRS:]
+    known = list(carried) if carried is not None else [None] * len(pairs)
+    if len(known) != len(pairs):
+        raise ValueError(f"fit_size_model: carried has {len(known)} entries for {len(pairs)} pairs")
+    rows = [(e, r, c) for (e, r), c in zip(pairs, known, strict=True) if e > 0][-FIT_PAIRS:]
+    usable = [(e, r) for e, r, _ in rows]
     if not usable:
         return IDENTITY
     estimate, reading = usable[-1]
     slope = _slope(usable)
+    if slope is not None and slope < 1:
+        explained = _slope([(e, r if c is None else min(r, c)) for e, r, c in rows])
+        slope = max(slope, slope if explained is None else explained)
     if slope is None and prior is not None and prior.sloped:
         return SizeModel(max(0, reading - prior.to_real(estimate) + prior.overhead), prior.k, True)
     if slope is None:

@@ -84,6 +84,7 @@ async def emitted_keys() -> dict[str, set[str]]:
     plain = SimpleContextManager(hooks=recorder, max_tool_result_bytes=2_000)
     await _fill(plain)
     await plain.get_messages_for_request(provider=WindowProvider())
+    await plain.meter.on_llm_response("llm:response", {"usage": {"input_tokens": 10**7}})
     await plain.get_messages_for_request(token_budget=3_000)
     await plain.get_messages_for_request_retaining(retain_contents=[], token_budget=2_500)
 

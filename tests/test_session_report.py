@@ -255,11 +255,14 @@ def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Pa
     checked = run("replay", session, *args, "--check")
     assert checked.exit_code == 4, checked.stdout
     assert "overhead" in checked.stderr
-    # Once a reading shows the overhead, the budget holds it back: nothing is left for the
-    # view, and the replay says so by leaving out all it can.
+    # Once readings show the overhead, the budget holds it back: nothing is left for the
+    # view, and the replay says so by leaving out all it can. The first reading is far above
+    # what its request carried and above this window's room: it is believed only once the
+    # next one confirms it (issue 28).
     replayed = run_json("replay", session, *args)
     assert replayed["summary"]["compactions"] >= 1
-    assert all(r["budget"] == 1 for r in replayed["requests"][1:])
+    assert replayed["requests"][1]["budget"] > 1
+    assert all(r["budget"] == 1 for r in replayed["requests"][2:])
     # A starved budget is one token for the messages, but the request budget stays what the
     # window leaves the input (not 1 + the held-back parts). This window is small enough that
     # the budget keeps a quarter of it for the input, holding back less than the 8,000 output
