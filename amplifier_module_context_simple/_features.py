@@ -8,67 +8,80 @@ characters, other non-ASCII characters. Every byte that is not a letter, digit, 
 break or byte >= 0x80 is punctuation.
 
 How, and why this way: a whole-history estimate (the first request after a resume) reads every
-byte of the history, so its cost is these counts. Each byte becomes one flag byte (one
-``bytes.translate``), the flag bytes one big integer, and every count is then a few C-level
-integer operations over it: a run start is a flag set here and not on the byte before (``x ^
-(x & (x << 8))``), a count is ``(x & mask).bit_count()``. That is about three times faster than
-counting two- and three-byte patterns with ``bytes.count``, which scans the text once per
-pattern. ``tests/test_estimate.py`` checks the counts against that direct formulation.
+byte of the history, so its cost is these counts. Each byte becomes two four-bit sets of flags
+(two ``bytes.translate`` into hex digits, which ``binascii.a2b_hex`` packs two to a byte), each
+set one big integer, and every count is then a few C-level integer operations over it: a run
+starts where a flag is set and not on the byte before (``x ^ (x & (x >> 4))``: with the first
+byte most significant, the byte before sits four bits higher), a count is ``(x &
+mask).bit_count()``. That is about four times faster than counting two- and three-byte
+patterns with ``bytes.count``, which scans the text once per pattern; four flags to a set halve
+the integers that eight flags to a byte would need. ``tests/test_features.py`` checks the
+counts against that direct formulation.
 """
 
 from __future__ import annotations
 
 __all__ = ["features", "segments_features"]
 
+import binascii
 import re
 
-_LETTER, _UPPER, _LOWER, _DIGIT, _PUNCT, _BREAK, _SPACE, _HIGH = (1 << bit for bit in range(8))
+_LOWER = range(97, 123)
+_UPPER = range(65, 91)
+_BREAKS = b"\n\t\x0b\x0c"
+_SPACES = b" \r"  # "\r\n" is one token, so "\r" counts as a space, not a second line break
+# The letters set: letter, uppercase, lowercase, line break.
+_LETTER, _UPPER_CASE, _LOWER_CASE, _BREAK = 1, 2, 4, 8
+# The runs set: digit, punctuation, space (every byte not named here is punctuation).
+_DIGIT, _PUNCT, _SPACE = 1, 2, 4
 
 
-def _flag_table() -> bytes:
-    table = bytearray([_PUNCT] * 256)
-    groups = (
-        (range(97, 123), _LETTER | _LOWER),
-        (range(65, 91), _LETTER | _UPPER),
-        (b"0123456789", _DIGIT),
-        (b" \r", _SPACE),  # "\r\n" is one token, so "\r" counts as a space, not a second break
-        (b"\n\t\x0b\x0c", _BREAK),
-        (range(128, 256), _HIGH),
-    )
+def _hex_table(default: int, *groups: tuple[bytes | range, int]) -> bytes:
+    digits = b"0123456789abcdef"
+    table = bytearray([digits[default]] * 256)
     for chars, flags in groups:
         for ch in chars:
-            table[ch] = flags
+            table[ch] = digits[flags]
     return bytes(table)
 
 
-_FLAGS = _flag_table()
-_PUNCT_PAIR = bytes((_PUNCT, _PUNCT))  # a punctuation byte's flag byte is _PUNCT alone
+_LETTERS = _hex_table(
+    0,
+    (_LOWER, _LETTER | _LOWER_CASE),
+    (_UPPER, _LETTER | _UPPER_CASE),
+    (_BREAKS, _BREAK),
+)
+_RUNS = _hex_table(
+    _PUNCT,
+    (_LOWER, 0),
+    (_UPPER, 0),
+    (b"0123456789", _DIGIT),
+    (_SPACES, _SPACE),
+    (_BREAKS, 0),
+    (range(128, 256), 0),
+)
+_PUNCT_PAIR = b"22"  # a punctuation byte's runs digit is _PUNCT alone
 _CJK = re.compile(
     "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 )
 
 
 class _Masks:
-    """One flag repeated in every byte, for texts of up to ``size`` bytes (``x & mask`` keeps
-    that flag of every byte: an ``&`` is as long as its shorter operand)."""
+    """One flag repeated in every four bits, for texts of up to ``size`` bytes (``x & mask``
+    keeps that flag of every byte: an ``&`` is as long as its shorter operand, and the
+    masks are periodic, so their low end fits any text)."""
 
-    __slots__ = ("break_", "digit", "high", "letter", "punct", "size", "space", "upper")
+    __slots__ = ("eight", "four", "one", "size", "two")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        ones = int.from_bytes(b"\x01" * size, "little")
-        self.letter = ones * _LETTER
-        self.upper = ones * _UPPER
-        self.digit = ones * _DIGIT
-        self.punct = ones * _PUNCT
-        self.break_ = ones * _BREAK
-        self.space = ones * _SPACE
-        self.high = ones * _HIGH
+        ones = int.from_bytes(b"\x11" * ((size + 1) // 2), "big")
+        self.one, self.two, self.four, self.eight = ones, ones * 2, ones * 4, ones * 8
 
 
 _KEPT_MASK_BYTES = 1 << 20
-"""Masks are kept for texts up to 1 MiB (seven masks of that size: 7 MB); a longer text builds
-its own for the one call, which costs about as much again as counting it."""
+"""Masks are kept for texts up to 1 MiB (four masks of half that size: 2 MB); a longer text
+builds its own for the one call, which costs about as much again as counting it."""
 _masks = _Masks(4096)
 
 
@@ -87,32 +100,40 @@ def _masks_for(size: int) -> _Masks:
 def features(text: str) -> tuple[int, ...]:
     """The character-class counts of ``text``, in the module docstring's order."""
     raw = text.encode("utf-8", "surrogatepass")
-    size = len(raw)
-    masks = _masks_for(size)
-    flags = raw.translate(_FLAGS)
-    x = int.from_bytes(flags, "little")  # byte i at bits 8i..8i+7
-    both = x & (x << 8)  # a flag set on this byte and on the one before
-    starts = x ^ both  # a flag set on this byte and not on the one before: a run starts
-    spaces = both & masks.space  # a space run reached its second byte here...
+    masks = _masks_for(len(raw))
+    letters_hex = raw.translate(_LETTERS)
+    runs_hex = raw.translate(_RUNS)
+    pairs = runs_hex.count(_PUNCT_PAIR)
+    if len(raw) & 1:  # a2b_hex packs pairs of digits; a flagless last one changes no count
+        letters_hex += b"0"
+        runs_hex += b"0"
+    # Byte i of the text is the i-th four bits from the top: the byte before is 4 bits higher.
+    letters = int.from_bytes(binascii.a2b_hex(letters_hex), "big")
+    runs = int.from_bytes(binascii.a2b_hex(runs_hex), "big")
+    before = letters >> 4
+    word_starts = letters ^ (letters & before)
+    runs_before = runs >> 4
+    run_starts = runs ^ (runs & runs_before)
+    spaces = runs & runs_before & masks.four  # a space run reached its second byte here...
     cjk = other = 0
     if not text.isascii():
-        non_ascii = len(text) - size + (x & masks.high).bit_count()
+        # Every byte of a non-ASCII character (lone surrogates included) is >= 0x80.
+        other = len(text) - len(text.encode("ascii", "ignore"))
         # subn counts matches without materialising them (findall built one string per
         # character: +500 MB for a 5M-character CJK text).
         cjk = _CJK.subn("", text)[1]
-        other = non_ascii - cjk
+        other -= cjk
     return (
-        (x & masks.letter).bit_count(),
-        (x & masks.upper).bit_count(),
-        (starts & masks.letter).bit_count(),
-        # A hump: the lowercase flag (bit 2) of the byte before, moved onto this byte's
-        # uppercase flag (bit 1): 8 - 2 + 1 = 7 bits up.
-        ((x << 7) & x & masks.upper).bit_count(),
-        (starts & masks.digit).bit_count(),
-        (starts & masks.punct).bit_count(),
-        flags.count(_PUNCT_PAIR),
-        (x & masks.break_).bit_count(),
-        (spaces ^ (spaces & (spaces << 8))).bit_count(),  # ...and not on the byte before
+        (letters & masks.one).bit_count(),
+        (letters & masks.two).bit_count(),
+        (word_starts & masks.one).bit_count(),
+        # A hump: the byte before's lowercase flag (4) moved onto this byte's uppercase (2).
+        ((before >> 1) & letters & masks.two).bit_count(),
+        (run_starts & masks.one).bit_count(),
+        (run_starts & masks.two).bit_count(),
+        pairs,
+        (letters & masks.eight).bit_count(),
+        (spaces ^ (spaces & (spaces >> 4))).bit_count(),  # ...and not on the byte before
         cjk,
         other,
     )

@@ -8,7 +8,7 @@ estimator counted before; the two must agree on every text, so no estimate moves
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import _features
@@ -69,11 +69,17 @@ def direct(text: str) -> tuple[int, ...]:
 
 # Every class, and the boundaries between them: runs, pairs, "\r\n", surrogates, CJK.
 _ALPHABET = "aAzZmQ09 5.,;:!?-_()\n\t\r\x0b\x0c\x7f\x00éü中文한글ぁ\ud800\udfff😀"
-TEXTS = st.text(alphabet=_ALPHABET, max_size=200) | st.text(max_size=80)
+# Runs of every length of a few classes, so long space and punctuation runs are common.
+_RUNS = st.lists(st.sampled_from([" ", "\r", ".", "a", "B", "7", "\n", "中"]), max_size=12).map(
+    lambda chars: "".join(c * (1 + i % 5) for i, c in enumerate(chars))
+)
+TEXTS = st.text(alphabet=_ALPHABET, max_size=200) | st.text(max_size=80) | _RUNS
 
 
 @settings(max_examples=1500, deadline=None)
 @given(TEXTS)
+@example("a   b \r\r\r\r  .....x")
+@example("aBcD\n\n..;;--  \t12a3")
 def test_features_count_what_the_direct_formulation_counts(text: str) -> None:
     assert features(text) == direct(text)
 
@@ -87,7 +93,7 @@ def test_segments_are_counted_each_on_its_own(texts: list[str]) -> None:
 
 def test_texts_longer_than_the_kept_masks_count_the_same() -> None:
     # Past 4 KB the kept masks grow; past 1 MiB a text builds masks of its own.
-    unit = "Hello, wORLD... 42  x\n\t-- 中文 é!\r\n" * 7
+    unit = "Hello, wORLD... 42   x\n\t-- 中文 é!\r\n" * 7
     for repeats in (1, 20, 600, 5_000):
         text = unit * repeats
         assert features(text) == direct(text)
@@ -96,9 +102,9 @@ def test_texts_longer_than_the_kept_masks_count_the_same() -> None:
     assert features(huge) == direct(huge)
 
 
-def test_the_last_bytes_of_a_text_just_past_the_kept_masks_are_counted() -> None:
-    # A mask shorter than the text would drop the text's last bytes from every count.
+def test_the_end_bytes_of_a_text_just_past_the_kept_masks_are_counted() -> None:
+    # A mask shorter than the text would drop the bytes at one end from every count.
     for extra in (1, 3, 8):
         kept = _features._masks.size  # pyright: ignore[reportPrivateUsage]
-        text = "." * (kept - 4) + "aB\n1 " + "Zz9\n\n  ..."[:extra]
+        text = "Qa9 \n" + "." * (kept - 9) + "aB\n1 " + "Zz9\n\n  ..."[:extra]
         assert features(text) == direct(text)
