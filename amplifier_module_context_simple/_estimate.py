@@ -98,6 +98,12 @@ def _plain(value: Any) -> Any:
         return None
 
 
+def _is_mapping(value: object) -> bool:
+    # A dict answers without the ABC machinery (most values are dicts; isinstance on an ABC
+    # is several times slower, and a whole-history estimate asks about every block).
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _content(value: Any, tally: _Tally, depth: int) -> None:
     if isinstance(value, str):
         tally.texts.append(value)
@@ -105,7 +111,7 @@ def _content(value: Any, tally: _Tally, depth: int) -> None:
         return
     elif depth > MAX_DEPTH:
         _deep_texts(value, tally)
-    elif isinstance(value, Mapping):
+    elif _is_mapping(value):
         _block(value, tally, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
@@ -130,18 +136,22 @@ def _deep_texts(value: Any, tally: _Tally) -> None:
             stack.extend(item.values() if isinstance(item, Mapping) else item)  # type: ignore[arg-type]
 
 
+_arguments_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+"""``json.dumps(value, ensure_ascii=False, default=str)`` without building an encoder per call."""
+
+
 def _arguments(value: Any, tally: _Tally, depth: int) -> None:
     if value is None or isinstance(value, str):
         _content(value, tally, depth)
         return
     try:  # structured arguments reach the model as their JSON text
-        tally.texts.append(json.dumps(value, ensure_ascii=False, default=str))
+        tally.texts.append(_arguments_json(value))
     except Exception:  # circular, huge ints, odd keys, a failing __str__: walk it instead
         _content(value, tally, depth)
 
 
 def _tool_call(call: Any, tally: _Tally, depth: int) -> None:
-    if not isinstance(call, Mapping):
+    if not _is_mapping(call):
         call = _plain(call)
         if not isinstance(call, Mapping):
             return
@@ -150,7 +160,7 @@ def _tool_call(call: Any, tally: _Tally, depth: int) -> None:
     if isinstance(call_id, str):
         tally.call_ids.add(call_id)
     function = call.get("function")
-    spec: Mapping[Any, Any] = function if isinstance(function, Mapping) else call
+    spec: Mapping[Any, Any] = function if _is_mapping(function) else call
     _content(spec.get("name") or call.get("tool"), tally, depth)
     arguments = spec.get("arguments")
     _arguments(spec.get("input") if arguments is None else arguments, tally, depth)
@@ -208,15 +218,16 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     else:
         raise ValueError(f"unknown tokenizer family {family!r}; expected one of {FAMILIES} or None")
     tally = _Tally()
-    if not isinstance(message, Mapping):  # a typed Message, or garbage counted as content
+    if not _is_mapping(message):  # a typed Message, or garbage counted as content
         plain = _plain(message)
         message = plain if isinstance(plain, Mapping) else {"content": message}
     calls = message.get("tool_calls")
     if isinstance(calls, list | tuple):
         for call in calls:
             _tool_call(call, tally, 1)
-    if isinstance(message.get("function_call"), Mapping):
-        _tool_call(message["function_call"], tally, 1)
+    function_call = message.get("function_call")
+    if function_call is not None and _is_mapping(function_call):
+        _tool_call(function_call, tally, 1)
     _content(message.get("content"), tally, 0)
     for key in _MESSAGE_TEXT_KEYS:
         value = message.get(key)
@@ -225,11 +236,12 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     # The model is linear: sum the counts of all segments, then price them once per family.
     counts = segments_features([text for text in tally.texts if text])
     images = tally.images
-    priced = max(
-        math.ceil(sum(map(operator.mul, _COEFFICIENTS[name], counts)))
-        + (sum(image_tokens(size, name) for size in images) if images else 0)
-        for name in families
-    )
+    priced = 0
+    for name in families:
+        price = math.ceil(sum(map(operator.mul, _COEFFICIENTS[name], counts)))
+        if images:
+            price += sum(image_tokens(size, name) for size in images)
+        priced = max(priced, price)
     return MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * tally.calls + tally.extra + priced
 
 
