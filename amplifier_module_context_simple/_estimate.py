@@ -48,7 +48,13 @@ from typing import Any
 
 from ._features import segments_features
 from ._images import image_from_url, image_size, image_tokens
-from ._messages import COUNTED_CALL_BLOCK_TYPES, IMAGE_BLOCK_TYPES, MAX_DEPTH, TEXT_BLOCK_TYPES
+from ._messages import (
+    COUNTED_CALL_BLOCK_TYPES,
+    IMAGE_BLOCK_TYPES,
+    MAX_DEPTH,
+    TEXT_BLOCK_TYPES,
+    is_mapping,
+)
 
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
@@ -98,12 +104,6 @@ def _plain(value: Any) -> Any:
         return None
 
 
-def _is_mapping(value: object) -> bool:
-    # A dict answers without the ABC machinery (most values are dicts; isinstance on an ABC
-    # is several times slower, and a whole-history estimate asks about every block).
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def _content(value: Any, tally: _Tally, depth: int) -> None:
     if isinstance(value, str):
         tally.texts.append(value)
@@ -111,7 +111,7 @@ def _content(value: Any, tally: _Tally, depth: int) -> None:
         return
     elif depth > MAX_DEPTH:
         _deep_texts(value, tally)
-    elif _is_mapping(value):
+    elif is_mapping(value):
         _block(value, tally, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
@@ -151,7 +151,7 @@ def _arguments(value: Any, tally: _Tally, depth: int) -> None:
 
 
 def _tool_call(call: Any, tally: _Tally, depth: int) -> None:
-    if not _is_mapping(call):
+    if not is_mapping(call):
         call = _plain(call)
         if not isinstance(call, Mapping):
             return
@@ -160,7 +160,7 @@ def _tool_call(call: Any, tally: _Tally, depth: int) -> None:
     if isinstance(call_id, str):
         tally.call_ids.add(call_id)
     function = call.get("function")
-    spec: Mapping[Any, Any] = function if _is_mapping(function) else call
+    spec: Mapping[Any, Any] = function if is_mapping(function) else call
     _content(spec.get("name") or call.get("tool"), tally, depth)
     arguments = spec.get("arguments")
     _arguments(spec.get("input") if arguments is None else arguments, tally, depth)
@@ -218,7 +218,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     else:
         raise ValueError(f"unknown tokenizer family {family!r}; expected one of {FAMILIES} or None")
     tally = _Tally()
-    if not _is_mapping(message):  # a typed Message, or garbage counted as content
+    if not is_mapping(message):  # a typed Message, or garbage counted as content
         plain = _plain(message)
         message = plain if isinstance(plain, Mapping) else {"content": message}
     calls = message.get("tool_calls")
@@ -226,7 +226,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
         for call in calls:
             _tool_call(call, tally, 1)
     function_call = message.get("function_call")
-    if function_call is not None and _is_mapping(function_call):
+    if function_call is not None and is_mapping(function_call):
         _tool_call(function_call, tally, 1)
     _content(message.get("content"), tally, 0)
     for key in _MESSAGE_TEXT_KEYS:

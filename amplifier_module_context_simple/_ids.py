@@ -43,6 +43,7 @@ from ._messages import (
     RESULT_BLOCK_TYPES,
     RESULT_ROLES,
     block_dict,
+    is_mapping,
 )
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -109,7 +110,7 @@ def raw_call_ids(message: Mapping[str, Any]) -> tuple[list[object], list[object]
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
         for call in tool_calls:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(call, Mapping):
+            if is_mapping(call):
                 listed.append(call.get("id") or call.get("tool_call_id"))  # pyright: ignore[reportUnknownMemberType]
     in_blocks: list[object] = []
     content = message.get("content")
