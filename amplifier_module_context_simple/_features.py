@@ -157,7 +157,8 @@ def _punct_pairs(runs: int, masks: _Masks, size: int) -> int:
     filled = runs | (masks.fill >> (8 * (masks.bytes - size)))  # ``size`` bytes, like ``runs``
     ending_odd = punct & (filled + (ends & masks.two_even))
     ending_even = punct ^ ending_odd
-    return (ending_even & masks.two_odd).bit_count() + (ending_odd & masks.two_even).bit_count()
+    # The two sets sit on different fours: one count for both.
+    return ((ending_even & masks.two_odd) | (ending_odd & masks.two_even)).bit_count()
 
 
 _SEPARATOR = "\n"
