@@ -41,7 +41,6 @@ __all__ = [
 
 import json
 import math
-import operator
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -237,8 +236,14 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
     counts = segments_features([text for text in tally.texts if text])
     images = tally.images
     priced = 0
+    k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10 = counts
     for name in families:
-        price = math.ceil(sum(map(operator.mul, _COEFFICIENTS[name], counts)))
+        c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 = _COEFFICIENTS[name]
+        # The products in order, summed by ``sum`` (as ``sum(map(mul, ...))`` would, for the
+        # same float result), three times faster than mapping ``operator.mul``.
+        products = (c0 * k0, c1 * k1, c2 * k2, c3 * k3, c4 * k4, c5 * k5, c6 * k6, c7 * k7,
+                    c8 * k8, c9 * k9, c10 * k10)  # fmt: skip
+        price = math.ceil(sum(products))
         if images:
             price += sum(image_tokens(size, name) for size in images)
         priced = max(priced, price)
