@@ -244,7 +244,7 @@ class HistoryIndex:
             calls=ids.calls,
             results=ids.results,
             # Pairing reads what the ids say: a result without a usable id is still a result.
-            human=is_human_prompt(message) and not ids.results,
+            human=not ids.results and is_human_prompt(message),
             tool_result=role == "tool" or bool(ids.results),
             thinking=has_thinking(message),
             loaded_tools=carries_loaded_tools(message),

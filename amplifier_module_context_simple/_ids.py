@@ -43,6 +43,7 @@ from ._messages import (
     RESULT_BLOCK_TYPES,
     RESULT_ROLES,
     block_dict,
+    is_mapping,
 )
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -109,7 +110,7 @@ def raw_call_ids(message: Mapping[str, Any]) -> tuple[list[object], list[object]
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
         for call in tool_calls:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(call, Mapping):
+            if is_mapping(call):
                 listed.append(call.get("id") or call.get("tool_call_id"))  # pyright: ignore[reportUnknownMemberType]
     in_blocks: list[object] = []
     content = message.get("content")
@@ -171,15 +172,17 @@ class IdAssigner:
 
     def _calls(self, listed: list[object], in_blocks: list[object], position: int) -> Ids:
         mapping: dict[str, str] = {}
+        call_map: dict[str, str] = {}
         order: list[str] = []
+        # Lists rather than generators: a resume assigns the ids of a whole history at once.
+        good_listed = [v for v in listed if isinstance(v, str) and v]
+        good_in_blocks = [v for v in in_blocks if isinstance(v, str) and v]
         # An orchestrator stores each call twice (``tool_calls`` and a ``tool_call`` block),
         # so the n-th id-less call of either source is taken to be the same call.
-        idless_count = max(
-            sum(not usable(v) for v in listed), sum(not usable(v) for v in in_blocks)
-        )
+        idless_count = max(len(listed) - len(good_listed), len(in_blocks) - len(good_in_blocks))
         idless = tuple(self._fresh("call", position) for _ in range(idless_count))
-        for value in (*listed, *in_blocks):
-            if not isinstance(value, str) or not value or value in mapping:
+        for value in (*good_listed, *good_in_blocks):
+            if value in mapping:
                 continue
             if value in self._used:
                 view = self._fresh(value, position)
@@ -190,16 +193,17 @@ class IdAssigner:
                 view = value
             self._used.add(value)
             mapping[value] = view
+            self._latest[value] = view
+            if view != value:
+                call_map[value] = view
             order.append(view)
-        for original, view in mapping.items():
-            self._latest[original] = view
         if idless:
             self._idless_waiting = list(idless)
         return Ids(
             calls=(*order, *idless),
-            call_map={k: v for k, v in mapping.items() if k != v},
+            call_map=call_map,
             idless_calls=idless,
-            repeated_calls=_repeats(listed) or _repeats(in_blocks),
+            repeated_calls=_repeats(good_listed) or _repeats(good_in_blocks),
         )
 
     def _results(self, raw: list[object], position: int) -> Ids:
@@ -229,6 +233,5 @@ class IdAssigner:
         )
 
 
-def _repeats(ids: list[object]) -> bool:
-    usable_ids = [v for v in ids if usable(v)]
-    return len(set(usable_ids)) != len(usable_ids)  # pyright: ignore[reportUnknownArgumentType]
+def _repeats(usable_ids: list[str]) -> bool:
+    return len(set(usable_ids)) != len(usable_ids)

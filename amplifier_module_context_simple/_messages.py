@@ -17,7 +17,7 @@ Content blocks may be plain dicts or the host's typed block objects (anything wi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 # Exports the message vocabulary: roles, block types, view-marker keys, and the readers.
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "has_image",
     "has_thinking",
     "is_human_prompt",
+    "is_mapping",
     "is_tool_result",
     "metadata",
     "pair_messages",
@@ -111,8 +112,9 @@ def validate_message(message: object, index: int | None = None) -> None:
     Messages that are well formed but do not pair up (an unknown ``tool_call_id``) pass:
     rejecting them would lose a real tool result.
     """
-    label = describe(message, index)
-    if not isinstance(message, Mapping):
+    # The label is only spelled out for an error (a resume validates every message).
+    label = _Label(message, index)
+    if not is_mapping(message):
         raise TypeError(f"{label}: a message must be a dict, got {type(message).__name__}")
     role = message.get("role")
     if role is None:
@@ -129,7 +131,8 @@ def validate_message(message: object, index: int | None = None) -> None:
         # Blocks are not judged here: an unknown or malformed block is stored as it came (a
         # tool result must never be refused) and the view sends its host-valid projection.
         for position, block in enumerate(content):
-            read_block(block, f"{label}: content block {position}")
+            if type(block) is not dict:  # only a typed block's model_dump() can fail
+                read_block(block, f"{label}: content block {position}")
     tool_calls = message.get("tool_calls")
     if tool_calls is not None:
         if not isinstance(tool_calls, list):
@@ -137,11 +140,11 @@ def validate_message(message: object, index: int | None = None) -> None:
                 f"{label}: 'tool_calls' must be a list, got {type(tool_calls).__name__}"
             )
         for position, call in enumerate(tool_calls):
-            if not isinstance(call, Mapping):
+            if not is_mapping(call):
                 raise ValueError(f"{label}: tool_calls[{position}] must be a dict")
     metadata = message.get("metadata")
     if metadata is not None:
-        if not isinstance(metadata, Mapping):
+        if not is_mapping(metadata):
             raise ValueError(f"{label}: 'metadata' must be a dict, got {type(metadata).__name__}")
         bad = next((k for k in metadata if not isinstance(k, str)), None)
         if bad is not None:
@@ -152,6 +155,25 @@ def validate_message(message: object, index: int | None = None) -> None:
         value = message.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{label}: {key!r} must be a string, got {type(value).__name__}")
+
+
+class _Label:
+    """``describe(message, index)``, spelled out only when an error message formats it."""
+
+    __slots__ = ("index", "message")
+
+    def __init__(self, message: object, index: int | None) -> None:
+        self.message = message
+        self.index = index
+
+    def __str__(self) -> str:
+        return describe(self.message, self.index)
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, answered for a dict without the ABC machinery (which
+    costs several times more, and a resume asks it of every message and block)."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def read_block(block: object, label: str) -> Mapping[str, Any] | None:
@@ -165,7 +187,7 @@ def read_block(block: object, label: str) -> Mapping[str, Any] | None:
 
 def block_dict(block: object) -> Mapping[str, Any] | None:
     """Read a content block as a mapping, whether it is a dict or a typed host object."""
-    if isinstance(block, Mapping):
+    if is_mapping(block):
         return block  # type: ignore[return-value]
     dump = getattr(block, "model_dump", None)
     if callable(dump):
@@ -196,7 +218,7 @@ def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def metadata(message: Mapping[str, Any]) -> Mapping[str, Any]:
     value = message.get("metadata")
-    return value if isinstance(value, Mapping) else {}  # type: ignore[return-value]
+    return value if is_mapping(value) else {}  # type: ignore[return-value]
 
 
 def _unique(ids: Iterable[object]) -> tuple[str, ...]:

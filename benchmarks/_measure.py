@@ -10,7 +10,8 @@ Workloads, in the order they run (timings first, memory last, so tracing never s
 2. admission: every message through ``add_message`` on a fresh manager, best-of-N;
 3. right after each admission run, the first request on that freshly filled manager (it
    estimates every message once: the manager estimates lazily, at the first request that sees
-   a message): below the trigger, or (every other run) escalating at once;
+   a message): below the trigger, or (every other run) escalating at once; then a resume: a new
+   manager, ``set_messages`` with fresh copies of the stored history, and its first request;
 4. the steady state below the trigger: a warm request with nothing new, and a request right
    after one new turn (an assistant tool call and its result) was added;
 5. the first escalation: a budget chosen so the full view is ``OVER_TRIGGER`` times the
@@ -313,6 +314,26 @@ async def measure_size(size: int, *, quick: bool = False) -> dict[str, Any]:
     checks["cold_escalation_compacted"] = cold_compacted
     phase("admission and cold requests")
 
+    # 3b. a resume: what the running session stored, read back as new dicts (a JSON round
+    # trip outside the timed call, as context-persistent reads its file after a restart),
+    # handed to a new manager, and its first request, below the trigger and escalating
+    stored_text = json.dumps(main.messages)
+    resume_runs: list[float] = []
+    resume_esc_runs: list[float] = []
+    for k in range(max(reps.admit, 2)):
+        fresh = json.loads(stored_text)
+        budget = HUGE_BUDGET if k % 2 == 0 else escalation_budget(estimated, main)
+        elapsed, _ = await _aclock(lambda f=fresh, b=budget: _resume(f, b))
+        (resume_runs if k % 2 == 0 else resume_esc_runs).append(elapsed)
+        del fresh
+    figures["resume_first_request"] = _figure(
+        resume_runs, unit, "new manager, set_messages(fresh copies), first request"
+    )
+    figures["resume_first_escalation"] = _figure(
+        resume_esc_runs, unit, "the same, its first request escalates"
+    )
+    phase("resume")
+
     # 4. steady state below the trigger
     warm_runs = [
         (await _aclock(lambda: main.get_messages_for_request(HUGE_BUDGET)))[0]
@@ -427,6 +448,12 @@ async def measure_size(size: int, *, quick: bool = False) -> dict[str, Any]:
         "phases": phases,
         "worker_seconds": time.perf_counter() - wall,
     }
+
+
+async def _resume(fresh: list[Message], budget: int) -> list[Any]:
+    manager = SimpleContextManager(hooks=EventRecorder())
+    await manager.set_messages(fresh)
+    return await manager.get_messages_for_request(budget)
 
 
 async def _cold_escalation(

@@ -7,6 +7,7 @@ import json
 import struct
 import zlib
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -290,6 +291,32 @@ def test_typed_blocks_count_like_their_dicts() -> None:
         )
     whole = message_models.Message(role="user", content="Hello there, general Kenobi.")
     assert estimate_message_tokens(whole) == estimate_message_tokens(whole.model_dump())
+
+
+def test_mappings_that_are_not_dicts_count_like_dicts() -> None:
+    # Dicts take a fast path past the Mapping check; any other mapping must count the same.
+    call = {"id": "c1", "function": {"name": "bash", "arguments": {"command": "ls -la"}}}
+    plain: dict[str, Any] = {
+        "role": "assistant",
+        "tool_calls": [call],
+        "content": [
+            {"type": "text", "text": "Listing the repository now."},
+            {"type": "tool_result", "tool_call_id": "c0", "output": {"rows": [1, 2, 3]}},
+        ],
+    }
+    frozen = MappingProxyType(
+        {
+            **plain,
+            "tool_calls": [
+                MappingProxyType({**call, "function": MappingProxyType(call["function"])})
+            ],
+            "content": [MappingProxyType(block) for block in plain["content"]],
+        }
+    )
+    for family in FAMILIES_AND_NONE:
+        assert estimate_message_tokens(frozen, family=family) == estimate_message_tokens(
+            plain, family=family
+        )
 
 
 def test_unknown_family_is_rejected_by_name() -> None:

@@ -25,7 +25,7 @@ from amplifier_module_context_simple import (
     check_view,
     estimate_message_tokens,
 )
-from amplifier_module_context_simple._estimate import _CJK  # pyright: ignore[reportPrivateUsage]
+from amplifier_module_context_simple._features import _CJK  # pyright: ignore[reportPrivateUsage]
 from amplifier_module_context_simple._ids import IdAssigner
 from amplifier_module_context_simple._project import project
 from amplifier_module_context_simple._render import truncated
@@ -466,9 +466,9 @@ async def test_a_reminder_survives_set_messages_during_the_factory_await() -> No
     st.text(alphabet=st.sampled_from("a \u4e00\u3042\uac00\u1100é\U0001f600\ud7af"), max_size=50)
 )
 def test_cjk_count_matches_a_plain_count(text: str) -> None:
-    from amplifier_module_context_simple._estimate import _features  # pyright: ignore[reportPrivateUsage]
+    from amplifier_module_context_simple._features import features
 
-    assert _features(text)[9] == len(_CJK.findall(text))
+    assert features(text)[9] == len(_CJK.findall(text))
 
 
 def test_cjk_count_does_not_materialise_one_string_per_character() -> None:
