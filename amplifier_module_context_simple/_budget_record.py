@@ -90,6 +90,7 @@ class Budget:
             payload["safety_margin"] = self.margin
         payload.update(
             tool_definitions_tokens=self.tool_definitions_tokens,
+            tools_not_held_back=self.carried_tools - self.tool_definitions_tokens,
             learned_overhead_tokens=self.learned_overhead_tokens,
             derived_budget=self.derived_budget,
             max_tokens=self.max_tokens,

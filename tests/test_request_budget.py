@@ -228,6 +228,23 @@ async def test_without_a_coordinator_nothing_is_held_back_unless_told() -> None:
     assert given["effective_budget"] == none["effective_budget"] - told
 
 
+async def test_an_explicit_budget_reports_the_tools_it_did_not_hold_back() -> None:
+    recorder = _Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    tools = [{"name": "read", "description": "Reads. " * 500, "input_schema": {}}]
+    manager.set_tool_definitions(tools)
+    await manager.add_message({"role": "user", "content": "hello"})
+    await manager.get_messages_for_request(provider=AnthropicLike())
+    await manager.get_messages_for_request(token_budget=50_000, provider=AnthropicLike())
+    held, explicit = recorder.budgets
+    carried = held["tool_definitions_tokens"]
+    assert carried > 0 and held["tools_not_held_back"] == 0
+    assert explicit["source"] == "explicit"
+    assert explicit["tool_definitions_tokens"] == 0
+    assert explicit["tools_not_held_back"] == carried
+    assert explicit["effective_budget"] == 50_000
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.budgets: list[dict[str, Any]] = []
