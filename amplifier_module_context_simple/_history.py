@@ -32,6 +32,7 @@ from ._messages import (
     is_human_prompt,
 )
 from ._project import project
+from ._turn_rule import TurnReader, part_of
 
 Estimator = Callable[..., int]
 
@@ -95,6 +96,8 @@ class HistoryIndex:
         self.tool_result_positions: list[int] = []
         self.loaded_tool_positions: list[int] = []
         self.image_messages = 0
+        self.turns = TurnReader()
+        """The turns as the provider reads them (orphan results are never sent, so not read)."""
 
     def reset(self) -> None:
         self.facts = []
@@ -172,6 +175,10 @@ class HistoryIndex:
             # A call that views already showed as interrupted just got its result: the
             # rendered prefix that holds its placeholder is out of date.
             self.generation += 1
+        if index not in self.pairing.orphans:
+            self.turns.feed(
+                index, part_of(fact.role, result=fact.tool_result, calls=bool(fact.calls))
+            )
         if fact.role == "system":
             self.system_positions.append(index)
         if fact.human:

@@ -20,6 +20,7 @@ from ._meter import TokenMeter
 from ._planner import Planner
 from ._session import Pipeline, SessionState
 from ._system_prompt import SystemPromptFactory
+from ._turns import after_rewrite
 
 
 class SimpleContextManager:
@@ -121,7 +122,9 @@ class SimpleContextManager:
         Runs inside the request's synchronous scope step, before its plan reads the decisions.
         """
         state = self._state
-        state.decisions = state.decisions.before(position)
+        state.decisions = after_rewrite(
+            self._index, state.decisions, position, self.config.truncate_chars
+        )
 
     def _reset_derived(self) -> None:
         self._index.reset()

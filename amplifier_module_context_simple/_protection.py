@@ -3,8 +3,8 @@
 The floor is what a provider needs to read the conversation at all: system messages, the
 first and latest human prompt, retained envelopes, an unanswered call with its tail, the
 latest assistant message when it carries thinking or calls, and the opening thinking round
-of the active turn (with no human prompt at all, the conversation's first round). The rungs
-also keep the latest tool results and the rest of their turns.
+of the turn the provider reads as the active one (``turn_opening``, read by ``_turn_rule``).
+The rungs also keep the latest tool results and the rest of their turns.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 __all__ = [
     "LadderPolicy",
     "Protection",
-    "follows_result",
     "is_reminder",
     "newest",
+    "prompts_and_opening",
     "protected_positions",
     "rest_of_turns",
+    "turn_opening",
 ]
 
 from dataclasses import dataclass
@@ -48,31 +49,7 @@ def protected_positions(
     """What the rungs keep, and the smaller floor that even the fit pass keeps."""
     facts = index.facts
     floor: set[int] = set(extra)
-    humans = index.human_positions
-    if humans:
-        floor.update((humans[0], humans[-1]))
-        # The provider reads the active turn from its opening round; with thinking on, that
-        # round carries the thinking block the request must start the final turn with. A
-        # prompt typed right after a tool result merges into that round's user turn, so the
-        # turn the provider checks may open before it: keep that prompt and its opener too.
-        # Hook reminders right after the prompt merge into its user turn: the opener is the
-        # first message past them. When every prompt follows a round, none opens a turn of its
-        # own: the provider reads the active turn from the start of the conversation.
-        anchor = next((h for h in reversed(humans) if not follows_result(index, h)), -1)
-        starts = {anchor, humans[-1]}
-    else:
-        starts = {-1}  # no prompt at all: the active turn opens the conversation
-    for prompt in starts:
-        opener = next(
-            (
-                p
-                for p in range(prompt + 1, len(facts))
-                if facts[p].role != "system" and not is_reminder(facts[p])
-            ),
-            None,
-        )
-        if opener is not None and facts[opener].role == "assistant" and facts[opener].thinking:
-            floor.update(p for p in (prompt, opener) if p >= 0)
+    floor.update(prompts_and_opening(index))
     floor.update(index.loaded_tool_positions)
     floor.update(index.system_positions)
     if open_tail is not None:
@@ -102,20 +79,29 @@ def protected_positions(
     return Protection(keep=frozenset(keep), floor=frozenset(floor))
 
 
-def follows_result(index: HistoryIndex, position: int) -> bool:
-    """Whether the provider reads ``position`` inside the tool round before it.
+def turn_opening(index: HistoryIndex) -> set[int]:
+    """The opening of the turn the provider reads as the active one, when it must stay.
 
-    Hook reminders between the two are user turns too and merge with them.
+    With thinking on, the provider checks that the active turn's first assistant message
+    starts with its thinking block, and it finds that turn after the last user turn that
+    carries no tool result (``_turn_rule``). So when that message carries thinking, it stays,
+    and so does the result-free user turn before it: its prompts (a hook reminder when no
+    person typed any). Without the user turn the opener would merge into the assistant turn
+    before it; without the opener another message would open the turn.
     """
-    facts = index.facts
-    for p in range(position - 1, -1, -1):
-        fact = facts[p]
-        if fact.role == "system" or p in index.pairing.orphans:
-            continue
-        if is_reminder(fact):
-            continue
-        return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
-    return False
+    turn = index.turns.active()
+    opener = turn.opener
+    if opener is None or not index.facts[opener].thinking:
+        return set()
+    prompts = [p for p in turn.anchor if index.facts[p].human]
+    return {*(prompts or turn.anchor[-1:]), opener}
+
+
+def prompts_and_opening(index: HistoryIndex) -> set[int]:
+    """The first and the latest human prompt and the active turn's opening (``turn_opening``):
+    what a view needs of the history's turns for the provider and ``check_view`` to read it."""
+    humans = index.human_positions
+    return turn_opening(index).union((humans[0], humans[-1]) if humans else ())
 
 
 def is_reminder(fact: Facts) -> bool:
