@@ -1,0 +1,204 @@
+"""Rules of the view modules that injected bugs went past (issue 28 §4), pinned one by one.
+
+Turn mending (``_turns``) on the pure core: a system message or an orphan result between a
+call and the prompt after it, a hook reminder right before a protected prompt; the working
+plan (``_working``): mending brings a message back exactly as short as it was; the projection
+(``_project``): a bare-string block is reported as the ``text`` repair, and values nested too
+deep keep their other scalars; the turn reader (``_turn_rule``) on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple._decisions import Decisions
+from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._ids import IdAssigner
+from amplifier_module_context_simple._messages import MAX_DEPTH
+from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
+from amplifier_module_context_simple._protection import turn_opening
+from amplifier_module_context_simple._turn_rule import TurnReader
+from amplifier_module_context_simple._turns import after_rewrite, mend_turns
+from amplifier_module_context_simple._working import WorkingPlan
+
+Msg = dict[str, Any]
+
+
+def prompt(body: str) -> Msg:
+    return {"role": "user", "content": body}
+
+
+def reminder(body: str) -> Msg:
+    return {"role": "user", "content": body, "metadata": {"source": "hook"}}
+
+
+def answer(body: str, *, thinking: bool = False) -> Msg:
+    if not thinking:
+        return {"role": "assistant", "content": body}
+    block = {"type": "thinking", "thinking": f"on {body}", "signature": f"sig-{body}"}
+    return {"role": "assistant", "content": [block, {"type": "text", "text": body}]}
+
+
+def call(call_id: str, *, thinking: bool = False) -> Msg:
+    message = answer("", thinking=thinking) if thinking else {"role": "assistant", "content": ""}
+    return {**message, "tool_calls": [{"id": call_id, "tool": "read"}]}
+
+
+def result(call_id: str, size: int = 1) -> Msg:
+    return {"role": "tool", "tool_call_id": call_id, "content": f"output of {call_id} " * size}
+
+
+def index_of(messages: Sequence[Msg]) -> HistoryIndex:
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(list(messages), None)
+    return index
+
+
+def plan_for(messages: Sequence[Msg], decisions: Decisions) -> WorkingPlan:
+    index = index_of(messages)
+    usage = sum(f.tokens for i, f in enumerate(index.facts) if i not in decisions.removed)
+    return WorkingPlan(index, decisions, frozenset(), usage)
+
+
+def mend(messages: Sequence[Msg], removed: set[int], protected: set[int]) -> WorkingPlan:
+    plan = plan_for(messages, Decisions(removed=frozenset(removed)))
+    mend_turns(plan, frozenset(protected), 250, None)
+    return plan
+
+
+# --- _turns -----------------------------------------------------------------------------------
+
+
+def test_a_system_message_between_a_round_and_a_prompt_opens_no_gap() -> None:
+    # H0, c1, T1, S, H1: the system message is lifted out, so H1 followed T1 in the history too.
+    messages = [prompt("H0"), call("c1"), result("c1"), {"role": "system", "content": "s"}]
+    messages.append(prompt("H1"))
+    plan = mend(messages, {3}, {0})
+    assert plan.removed == {3} and not plan.changed
+
+
+def test_an_orphan_result_between_a_round_and_a_prompt_opens_no_gap() -> None:
+    # H0, c1, T1, orphan, H1: the orphan is never sent, left out or not.
+    messages = [prompt("H0"), call("c1"), result("c1"), result("nobody"), prompt("H1")]
+    plan = mend(messages, {3}, {0})
+    assert 4 not in plan.removed and not plan.changed
+
+
+def test_a_left_out_answer_is_a_gap_even_behind_a_system_message() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A")]
+    messages += [{"role": "system", "content": "s"}, prompt("H1")]
+    plan = mend(messages, {3}, {0})
+    assert 5 in plan.removed
+
+
+def test_a_reminder_right_before_a_protected_prompt_is_looked_past() -> None:
+    # H0, c1, T1, [A], R, P (protected): the walk back from P looks past the reminder and
+    # brings A back; the reminder itself stays as it was (left out).
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), reminder("R"), prompt("P")]
+    plan = mend(messages, {3, 4}, {0, 5})
+    assert plan.removed == {4}
+    assert plan.restored == {3: 1}
+
+
+def test_a_left_out_reminder_opens_no_gap() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), reminder("R"), prompt("H1")]
+    plan = mend(messages, {3}, {0})
+    assert 4 not in plan.removed and not plan.changed
+
+
+def test_mending_never_takes_out_the_active_turns_opening() -> None:
+    # H0, c1*, T1, [c2, T2], H1 typed after the result: the provider reads the turn from H0,
+    # so H0 and c1* stay whatever the caller protects.
+    messages = [prompt("H0"), call("c1", thinking=True), result("c1"), prompt("H1")]
+    index = index_of(messages)
+    assert turn_opening(index) == {0, 1}
+    plan = mend(messages, set(), set())
+    assert plan.removed == set()
+
+
+def test_after_a_rewrite_the_opening_comes_back_shortened_as_it_was_only_if_needed() -> None:
+    messages = [prompt("H0"), call("c1", thinking=True), result("c1"), answer("A")]
+    messages += [call("c2"), result("c2"), prompt("H1")]
+    index = index_of(messages)
+    decisions = Decisions(removed=frozenset({1, 2}), level=3, escalations=2)
+    kept = after_rewrite(index, decisions, 6, 250)
+    assert kept.removed == frozenset() and (kept.level, kept.escalations) == (3, 2)
+    untouched = Decisions(removed=frozenset({4, 5}), level=3, escalations=2)
+    assert after_rewrite(index, untouched, 6, 250) == untouched
+    assert after_rewrite(index, untouched, 5, 250).removed == frozenset({4})
+
+
+# --- _working ---------------------------------------------------------------------------------
+
+
+def test_mending_brings_a_message_back_exactly_as_short_as_it_was() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1", 400), answer("A"), prompt("P")]
+    plan = plan_for(messages, Decisions(truncated=MappingProxyType({3: 99})))
+    shortened = plan.rendered_tokens(3, 250)
+    plan.take_out(3)
+    assert 3 in plan.removed and 3 not in plan.truncated
+    plan.put_back(3, 1)
+    assert plan.truncated == {3: 99} and plan.rendered_tokens(3, 250) == shortened
+    stubbed = plan_for(messages, Decisions(stubbed=MappingProxyType({3: 7})))
+    stubbed.take_out(3)
+    stubbed.put_back(3, 1)
+    assert stubbed.stubbed == {3: 7} and stubbed.truncated == {}
+
+
+def test_a_message_left_out_before_the_plan_comes_back_whole() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("P")]
+    plan = plan_for(messages, Decisions(removed=frozenset({3}), relaxed=frozenset({3})))
+    plan.put_back(3, 1)
+    assert 3 not in plan.removed and 3 not in plan.relaxed
+    assert plan.truncated == {} and plan.stubbed == {}
+    assert plan.locked(3)
+    plan.removed.add(1)
+    assert not plan.locked(3)
+
+
+# --- _project ---------------------------------------------------------------------------------
+
+
+def test_a_bare_string_block_is_sent_as_text_and_reported() -> None:
+    message = {"role": "user", "content": ["plain words", {"type": "text", "text": "block"}]}
+    sent, kinds = project(message, IdAssigner().add(message, 0), json_cap=131_072)
+    assert sent["content"][0] == {"type": "text", "text": "plain words"}
+    assert sent["content"][1] == {"type": "text", "text": "block"}
+    assert kinds == (TEXT,)
+
+
+def test_values_nested_too_deep_keep_their_other_scalars() -> None:
+    deep: Any = "bottom"
+    for _ in range(MAX_DEPTH + 5_000):
+        deep = [deep]
+    value = {"name": "trace", "count": 3, "ok": True, "nested": deep}
+    text = json_text(value)
+    decoded = json.loads(text)
+    assert (decoded["name"], decoded["count"], decoded["ok"]) == ("trace", 3, True)
+    assert DEEPER in text
+
+
+# --- _turn_rule -------------------------------------------------------------------------------
+
+
+def test_the_reader_on_its_own() -> None:
+    reader = TurnReader()
+    assert reader.active().opener is None and not reader.in_round
+    for position, part in enumerate(["lifted", "user", "assistant", "user"]):
+        reader.feed(position, part)  # type: ignore[arg-type]
+    assert reader.active().anchor == (3,) and reader.active().opener is None
+    twin = reader.copy()
+    twin.feed(4, "calls")
+    assert reader.active().opener is None  # the copy is its own
+    assert twin.in_round and twin.active().opener == 4 and twin.active().anchor == (3,)
+    twin.feed(5, "result")
+    twin.feed(6, "user")  # a prompt typed after the result merges into it
+    twin.feed(7, "assistant")
+    assert twin.active().anchor == (3,) and twin.active().opener == 4
+    twin.feed(8, "user")
+    twin.feed(9, "user")
+    assert twin.active().anchor == (8, 9)
