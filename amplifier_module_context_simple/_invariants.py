@@ -189,7 +189,7 @@ class _HistoryFacts:
     turns: TurnReader = field(default_factory=TurnReader)
     """The history's turns as the provider reads them (``_turn_rule``)."""
     opener: Mapping[str, Any] | None = None
-    """The sent form of the message at ``turns.active().opener`` (recorded when fed)."""
+    """The sent form of the latest turn's opener (``turns.last_opener``, recorded when fed)."""
 
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
@@ -212,7 +212,7 @@ class _HistoryFacts:
         self.pairing.add(ids.calls, ids.results)
         if position not in self.pairing.orphans:  # an orphan result is never sent
             self.turns.feed(position, part_of(role, result=result, calls=makes_calls(message)))
-            if self.turns.active().opener == position:
+            if self.turns.last_opener == position:
                 self.opener = sent
         if role == "assistant":
             self.latest_assistant = sent
@@ -318,17 +318,13 @@ def _check_turns(
     if prompts is not None:
         prompts.clear()
         prompts.update(kept)
-    # (b) With thinking on (the history's active turn opens with thinking), the turn the
+    # (b) With thinking on (the history's latest turn opens with thinking), the turn the
     # provider reads as the active one in the view must open with a thinking block too. Both
     # turns are read by the one rule (``_turn_rule``). The view may open it with another of the
     # history's thinking rounds (an earlier one was left out): the provider reads only the
-    # first block of the turn.
+    # first block of the turn. A view that ends in a user turn without results opens none.
     opener = facts.opener
-    if (
-        facts.turns.active().opener is not None
-        and opener is not None
-        and _opens_with_thinking(opener)
-    ):
+    if opener is not None and _opens_with_thinking(opener):
         start = scan.turns.active().opener
         if start is not None and not _opens_with_thinking(view[start]):
             problems.append(

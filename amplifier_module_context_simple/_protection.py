@@ -82,19 +82,25 @@ def protected_positions(
 def turn_opening(index: HistoryIndex) -> set[int]:
     """The opening of the turn the provider reads as the active one, when it must stay.
 
-    With thinking on, the provider checks that the active turn's first assistant message
-    starts with its thinking block, and it finds that turn after the last user turn that
-    carries no tool result (``_turn_rule``). So when that message carries thinking, it stays,
-    and so does the result-free user turn before it: its prompts (a hook reminder when no
-    person typed any). Without the user turn the opener would merge into the assistant turn
-    before it; without the opener another message would open the turn.
+    With thinking on (the latest turn's opener carries thinking), the provider checks that
+    the active turn's first assistant message starts with its thinking block, and it finds
+    that turn after the last user turn that carries no tool result (``_turn_rule``). So that
+    message stays, and so does the result-free user turn before it: its prompts (a hook
+    reminder when no person typed any). Without the user turn the opener would merge into the
+    assistant turn before it; without the opener another message would open the turn. When
+    the history ends in such a user turn (a reminder after an answer), it stays: without it
+    the view's active turn would open with an older answer.
     """
-    turn = index.turns.active()
-    opener = turn.opener
-    if opener is None or not index.facts[opener].thinking:
+    facts, turns = index.facts, index.turns
+    latest = turns.last_opener
+    if latest is None or not facts[latest].thinking:
         return set()
-    prompts = [p for p in turn.anchor if index.facts[p].human]
-    return {*(prompts or turn.anchor[-1:]), opener}
+    turn = turns.active()
+    prompts = [p for p in turn.anchor if facts[p].human]
+    kept = {*(prompts or turn.anchor[-1:])}
+    if turn.opener is not None:
+        kept.add(turn.opener)
+    return kept
 
 
 def prompts_and_opening(index: HistoryIndex) -> set[int]:

@@ -72,6 +72,12 @@ class TurnReader:
         return twin
 
     @property
+    def last_opener(self) -> int | None:
+        """The opener of the latest turn read, even while a user turn without results follows
+        it: whether that message carries thinking says whether thinking is on."""
+        return self._opener
+
+    @property
     def in_round(self) -> bool:
         """Whether a user message fed now merges into a tool round's user turn."""
         return not self._plain

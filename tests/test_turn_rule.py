@@ -19,7 +19,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import SimpleContextManager, check_view
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+)
+from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._protection import turn_opening
 from amplifier_module_context_simple._turn_rule import TurnReader, part_of
 
 from .provider_rules import anthropic_violations, provider_violations, to_anthropic
@@ -127,16 +133,14 @@ def test_check_view_refuses_what_the_oracle_refuses_for_thinking(
     picture: str, data: st.DataObject
 ) -> None:
     """Any view of whole units (a call with its results) that Anthropic 6 refuses is reported
-    by check_view, for a history with thinking on that the oracle accepts."""
+    by check_view, for a history a session with thinking on could have: every request that
+    got an assistant message, with that message, was accepted (anthropic-6)."""
     history = build(picture)
-    thinking = any(
-        m.get("role") == "assistant" and "*" in t
-        for m, t in zip(history, picture.split(), strict=True)
-    )
-    if not thinking or any(
-        v.rule == "anthropic-6" for v in anthropic_violations(history, thinking=True)
-    ):
-        return
+    for p, m in enumerate(history):
+        if m["role"] == "assistant":
+            accepted = anthropic_violations(history[: p + 1], thinking=True)
+            if any(v.rule == "anthropic-6" for v in accepted):
+                return
     units: list[list[int]] = []
     for i, m in enumerate(history):
         if m.get("role") == "tool":
@@ -163,6 +167,23 @@ def test_check_view_reports_the_turn_a_merged_prompt_leaves_open() -> None:
         check_view(view, history=history)
     )
     assert check_view(history, history=history) == []
+
+
+def test_a_trailing_reminder_is_the_user_turn_the_active_turn_starts_after() -> None:
+    """``H R A* A R``: the provider reads the last reminder as the last user turn. A view that
+    leaves it and the thinking answer out opens its active turn with ``A``: refused."""
+    history = build("H R A* A R")
+    view = [history[0], history[3]]
+    assert any(v.rule == "anthropic-6" for v in anthropic_violations(view, thinking=True))
+    assert "the active turn does not open with the history's thinking assistant message" in (
+        check_view(view, history=history)
+    )
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(history, None)
+    assert turn_opening(index) == {4}, "the floor keeps that user turn"
+    plain = HistoryIndex(estimate_message_tokens)
+    plain.sync(build("H R A A R"), None)
+    assert turn_opening(plain) == set(), "thinking off: nothing to keep for it"
 
 
 async def _views_around_a_rewrite(picture: str, budget: int, delete: int, at: int) -> list[str]:
