@@ -20,7 +20,7 @@ from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._ids import IdAssigner
 from amplifier_module_context_simple._messages import MAX_DEPTH
 from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
-from amplifier_module_context_simple._protection import turn_opening
+from amplifier_module_context_simple._protection import newest, turn_opening
 from amplifier_module_context_simple._turn_rule import TurnReader
 from amplifier_module_context_simple._turns import after_rewrite, mend_turns
 from amplifier_module_context_simple._working import WorkingPlan
@@ -110,6 +110,20 @@ def test_a_left_out_reminder_opens_no_gap() -> None:
     assert 4 not in plan.removed and not plan.changed
 
 
+def test_the_floor_keeps_the_prompt_a_person_typed_in_the_opening_user_turn() -> None:
+    # H, A, [R, H2], A*[c], T, H3 typed after the result: the turn opens after R+H2; the floor
+    # keeps H2 (what a person typed) and the opener, not the reminder.
+    messages = [prompt("H"), answer("A"), reminder("R"), prompt("H2")]
+    messages += [call("c", thinking=True), result("c"), prompt("H3")]
+    assert turn_opening(index_of(messages)) == {3, 4}
+
+
+def test_the_newest_message_is_pinned_unless_it_is_a_result() -> None:
+    messages = [prompt("H"), call("c"), result("c")]
+    assert newest(index_of(messages)) is None
+    assert newest(index_of([*messages, answer("A"), reminder("R")])) == 3
+
+
 def test_mending_never_takes_out_the_active_turns_opening() -> None:
     # H0, c1*, T1, [c2, T2], H1 typed after the result: the provider reads the turn from H0,
     # so H0 and c1* stay whatever the caller protects.
@@ -191,6 +205,9 @@ def test_the_reader_on_its_own() -> None:
     for position, part in enumerate(["lifted", "user", "assistant", "user"]):
         reader.feed(position, part)  # type: ignore[arg-type]
     assert reader.active().anchor == (3,) and reader.active().opener is None
+    other = reader.copy()
+    other.feed(4, "user")  # the copy's pending user turn is its own too
+    assert reader.active().anchor == (3,) and other.active().anchor == (3, 4)
     twin = reader.copy()
     twin.feed(4, "calls")
     assert reader.active().opener is None  # the copy is its own
