@@ -20,7 +20,7 @@ from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._ids import IdAssigner
 from amplifier_module_context_simple._messages import MAX_DEPTH
 from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
-from amplifier_module_context_simple._protection import newest, turn_opening
+from amplifier_module_context_simple._protection import newest, rest_of_turns, turn_opening
 from amplifier_module_context_simple._turn_rule import TurnReader
 from amplifier_module_context_simple._turns import after_rewrite, mend_turns
 from amplifier_module_context_simple._working import WorkingPlan
@@ -124,6 +124,23 @@ def test_the_newest_message_is_pinned_unless_it_is_a_result() -> None:
     assert newest(index_of([*messages, answer("A"), reminder("R")])) == 3
 
 
+def test_the_rest_of_a_kept_rounds_turn_runs_to_the_next_prompt() -> None:
+    messages = [prompt("H"), call("c1"), result("c1"), call("c2"), result("c2"), answer("A")]
+    messages += [prompt("H2"), call("c3"), result("c3")]
+    assert rest_of_turns(index_of(messages), [2]) == {2, 3, 4, 5}
+    assert rest_of_turns(index_of(messages), [2, 8]) == {2, 3, 4, 5, 8}
+
+
+def test_mending_keeps_the_opening_prompt_even_when_the_caller_does_not() -> None:
+    # H0, c0, T0, [A0], H1, c1*, T1, H2 typed after the result: the provider reads the active
+    # turn from H1, which would land in c0's round; mending brings A0 back instead of
+    # taking H1 out, although the caller protects nothing.
+    messages = [prompt("H0"), call("c0"), result("c0"), answer("A0"), prompt("H1")]
+    messages += [call("c1", thinking=True), result("c1"), prompt("H2")]
+    plan = mend(messages, {3}, set())
+    assert plan.removed == set()
+
+
 def test_mending_never_takes_out_the_active_turns_opening() -> None:
     # H0, c1*, T1, [c2, T2], H1 typed after the result: the provider reads the turn from H0,
     # so H0 and c1* stay whatever the caller protects.
@@ -141,6 +158,9 @@ def test_after_a_rewrite_the_opening_comes_back_shortened_as_it_was_only_if_need
     decisions = Decisions(removed=frozenset({1, 2}), level=3, escalations=2)
     kept = after_rewrite(index, decisions, 6, 250)
     assert kept.removed == frozenset() and (kept.level, kept.escalations) == (3, 2)
+    shortened = Decisions(truncated=MappingProxyType({2: 99}), stubbed=MappingProxyType({0: 9}))
+    kept = after_rewrite(index, shortened, 6, 250)
+    assert (dict(kept.truncated), dict(kept.stubbed)) == ({}, {}), "shown whole again"
     untouched = Decisions(removed=frozenset({4, 5}), level=3, escalations=2)
     assert after_rewrite(index, untouched, 6, 250) == untouched
     assert after_rewrite(index, untouched, 5, 250).removed == frozenset({4})
