@@ -141,6 +141,24 @@ def test_mending_keeps_the_opening_prompt_even_when_the_caller_does_not() -> Non
     assert plan.removed == set()
 
 
+def test_a_call_nobody_answered_opens_a_round_a_prompt_can_land_in() -> None:
+    # H0, c0 (interrupted: no result), [A0], H1: the view answers c0 with a placeholder, so
+    # H1 would land in its round.
+    messages = [prompt("H0"), call("c0"), answer("A0"), prompt("H1"), answer("B")]
+    plan = mend(messages, {2}, {0})
+    assert 3 in plan.removed
+
+
+def test_after_a_rewrite_a_restored_opening_prompt_is_mended_into_place() -> None:
+    # H0, c0, T0, A0, H1, c1*, T1, H2 typed after the result. An earlier escalation left out
+    # A0..T1; the rewrite makes H1's turn the active one: H1, c1* and T1 come back, and so
+    # does A0, or H1 would land in c0's round.
+    messages = [prompt("H0"), call("c0"), result("c0"), answer("A0"), prompt("H1")]
+    messages += [call("c1", thinking=True), result("c1"), prompt("H2")]
+    old = Decisions(removed=frozenset({3, 4, 5, 6}))
+    assert after_rewrite(index_of(messages), old, 8, 250).removed == frozenset()
+
+
 def test_mending_never_takes_out_the_active_turns_opening() -> None:
     # H0, c1*, T1, [c2, T2], H1 typed after the result: the provider reads the turn from H0,
     # so H0 and c1* stay whatever the caller protects.
