@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple import check_view, estimate_message_tokens
 from amplifier_module_context_simple._decisions import Decisions
 from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._ids import IdAssigner
@@ -24,6 +24,8 @@ from amplifier_module_context_simple._protection import newest, rest_of_turns, t
 from amplifier_module_context_simple._turn_rule import TurnReader
 from amplifier_module_context_simple._turns import after_rewrite, mend_turns
 from amplifier_module_context_simple._working import WorkingPlan
+
+from .provider_rules import anthropic_violations
 
 Msg = dict[str, Any]
 
@@ -257,3 +259,37 @@ def test_the_reader_on_its_own() -> None:
     twin.feed(8, "user")
     twin.feed(9, "user")
     assert twin.active().anchor == (8, 9)
+
+
+# --- _invariants: the history's turns as check_view reads them ----------------------------------
+
+
+def test_an_orphan_result_does_not_hide_where_thinking_was_turned_on() -> None:
+    # H0, A0 (thinking off), orphan, H1, c1* (thinking on from here), T1, H2 typed after it.
+    # The orphan is never sent: H1 opens the latest turn, whose opener carries thinking, so a
+    # view whose active turn opens with A0 is refused.
+    history = [prompt("H0"), answer("A0"), result("nobody"), prompt("H1")]
+    history += [call("c1", thinking=True), result("c1"), prompt("H2")]
+    view = [history[0], history[1], history[4], history[5], history[6]]
+    assert any(v.rule == "anthropic-6" for v in anthropic_violations(view, thinking=True))
+    assert any("active turn" in p for p in check_view(view, history=history))
+
+
+def test_a_late_result_is_a_result_wherever_it_sits() -> None:
+    # H0, c0*, A1, T0 answering c0 late, A2: T0 is no user turn of its own, so the latest
+    # turn still opens with c0* and a view that opens it with A1 is reported.
+    history = [prompt("H0"), call("c0", thinking=True), answer("A1"), result("c0"), answer("A2")]
+    view = [history[0], history[2], history[4]]
+    assert any(v.rule == "anthropic-6" for v in anthropic_violations(view, thinking=True))
+    assert any("active turn" in p for p in check_view(view, history=history))
+
+
+def test_a_reasoning_item_before_the_thinking_block_is_not_what_the_provider_reads() -> None:
+    reasoning = {"type": "reasoning", "content": [], "summary": []}
+    opener = answer("A0", thinking=True)
+    opener["content"] = [reasoning, *opener["content"]]
+    history = [prompt("H0"), opener, prompt("H1"), call("c1", thinking=True), result("c1")]
+    history.append(prompt("H2"))
+    view = [history[0], history[1], history[3], history[4], history[5]]
+    assert not any(v.rule == "anthropic-6" for v in anthropic_violations(view, thinking=True))
+    assert check_view(view, history=history) == []
