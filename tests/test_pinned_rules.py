@@ -18,6 +18,7 @@ from amplifier_module_context_simple import check_view, estimate_message_tokens
 from amplifier_module_context_simple._decisions import Decisions
 from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._ids import IdAssigner
+from amplifier_module_context_simple._invariants import ViewChecker
 from amplifier_module_context_simple._messages import MAX_DEPTH
 from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
 from amplifier_module_context_simple._protection import newest, rest_of_turns, turn_opening
@@ -293,3 +294,17 @@ def test_a_reasoning_item_before_the_thinking_block_is_not_what_the_provider_rea
     view = [history[0], history[1], history[3], history[4], history[5]]
     assert not any(v.rule == "anthropic-6" for v in anthropic_violations(view, thinking=True))
     assert check_view(view, history=history) == []
+
+
+def test_the_view_checker_reads_turns_from_where_the_previous_view_ended() -> None:
+    # The previous view ended with a notice (a user message no person typed) that the next
+    # view replaces: the checker goes on from its scan before the notice, whose turns must
+    # not have read the notice.
+    history = [prompt("H0"), answer("A0", thinking=True), answer("A1")]
+    notice = reminder("<system-reminder>compacted</system-reminder>")
+    checker = ViewChecker()
+    assert checker.check([*history, notice], history) == check_view(
+        [*history, notice], history=history
+    )
+    grown = [*history, answer("A2")]
+    assert checker.check(grown, grown) == check_view(grown, history=grown) == []
