@@ -86,8 +86,9 @@ def turn_opening(index: HistoryIndex) -> set[int]:
     the active turn's first assistant message starts with its thinking block, and it finds
     that turn after the last user turn that carries no tool result (``_turn_rule``). So that
     message stays, and so does the result-free user turn before it: its prompts (a hook
-    reminder when no person typed any). Without the user turn the opener would merge into the
-    assistant turn before it; without the opener another message would open the turn. When
+    reminder when no person typed any), and the answer that user turn follows, or it would
+    merge into the user turn before that answer, which may carry a tool result (a prompt
+    typed right after one). Without the opener another message would open the turn. When
     the history ends in such a user turn (a reminder after an answer), it stays: without it
     the view's active turn would open with an older answer.
     """
@@ -98,8 +99,7 @@ def turn_opening(index: HistoryIndex) -> set[int]:
     turn = turns.active()
     prompts = [p for p in turn.anchor if facts[p].human]
     kept = {*(prompts or turn.anchor[-1:])}
-    if turn.opener is not None:
-        kept.add(turn.opener)
+    kept.update(p for p in (turn.follows, turn.opener) if p is not None)
     return kept
 
 

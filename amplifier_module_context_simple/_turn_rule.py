@@ -45,6 +45,9 @@ class ActiveTurn:
     anchor: tuple[int, ...]
     """The messages of the last user turn that carries no tool result (empty: there is none,
     and the active turn opens the conversation)."""
+    follows: int | None
+    """The assistant message that user turn follows (``None``: it opens the conversation).
+    Without it, the user turn would merge into the one before, which may carry results."""
     opener: int | None
     """The first assistant message after it: the one that must start with thinking (``None``:
     the conversation ends in that user turn, or has no assistant message after it)."""
@@ -57,18 +60,20 @@ class TurnReader:
     indexes); a message that is not sent (an orphan result) is simply not fed.
     """
 
-    __slots__ = ("_anchor", "_group", "_opener", "_plain")
+    __slots__ = ("_anchor", "_follows", "_group", "_last", "_opener", "_plain")
 
     def __init__(self) -> None:
         self._group: list[int] = []  # the user messages read since the last assistant one
         self._plain = True  # that user turn carries no result (and follows no call)
+        self._last: int | None = None  # the last assistant message read
         self._anchor: tuple[int, ...] = ()
+        self._follows: int | None = None
         self._opener: int | None = None
 
     def copy(self) -> TurnReader:
         twin = TurnReader()
-        twin._group, twin._plain = list(self._group), self._plain
-        twin._anchor, twin._opener = self._anchor, self._opener
+        twin._group, twin._plain, twin._last = list(self._group), self._plain, self._last
+        twin._anchor, twin._follows, twin._opener = self._anchor, self._follows, self._opener
         return twin
 
     @property
@@ -91,14 +96,16 @@ class TurnReader:
             return
         if self._group:
             if self._plain:  # a user turn without results: the active turn starts after it
-                self._anchor, self._opener = tuple(self._group), None
+                self._anchor, self._follows = tuple(self._group), self._last
+                self._opener = None
             self._group = []
         if self._opener is None:
             self._opener = position
+        self._last = position
         # The user turn after a call carries its results (or, in a view, their placeholder).
         self._plain = part == "assistant"
 
     def active(self) -> ActiveTurn:
         if self._group and self._plain:
-            return ActiveTurn(tuple(self._group), None)
-        return ActiveTurn(self._anchor, self._opener)
+            return ActiveTurn(tuple(self._group), self._last, None)
+        return ActiveTurn(self._anchor, self._follows, self._opener)

@@ -115,10 +115,10 @@ def test_a_left_out_reminder_opens_no_gap() -> None:
 
 def test_the_floor_keeps_the_prompt_a_person_typed_in_the_opening_user_turn() -> None:
     # H, A, [R, H2], A*[c], T, H3 typed after the result: the turn opens after R+H2; the floor
-    # keeps H2 (what a person typed) and the opener, not the reminder.
+    # keeps H2 (what a person typed), not the reminder, the answer it follows and the opener.
     messages = [prompt("H"), answer("A"), reminder("R"), prompt("H2")]
     messages += [call("c", thinking=True), result("c"), prompt("H3")]
-    assert turn_opening(index_of(messages)) == {3, 4}
+    assert turn_opening(index_of(messages)) == {1, 3, 4}
 
 
 def test_the_newest_message_is_pinned_unless_it_is_a_result() -> None:

@@ -180,10 +180,28 @@ def test_a_trailing_reminder_is_the_user_turn_the_active_turn_starts_after() -> 
     )
     index = HistoryIndex(estimate_message_tokens)
     index.sync(history, None)
-    assert turn_opening(index) == {4}, "the floor keeps that user turn"
+    assert turn_opening(index) == {3, 4}, "the floor keeps that user turn and what it follows"
     plain = HistoryIndex(estimate_message_tokens)
     plain.sync(build("H R A A R"), None)
     assert turn_opening(plain) == set(), "thinking off: nothing to keep for it"
+
+
+async def _last_view_of(messages: list[Msg], **config: Any) -> tuple[list[Msg], list[Msg]]:
+    manager = SimpleContextManager(**config)
+    for message in messages:
+        await manager.add_message(message)
+    return await manager.get_messages_for_request(), await manager.get_messages()
+
+
+def test_the_answer_before_the_opening_user_turn_stays() -> None:
+    """``H c T H2 A R c* T A`` (H2 typed after the result; found by test_compaction): the
+    reminder R is the user turn the active one starts after. Left out, the answer A before it
+    let R merge into ``T, H2`` and the active turn open with ``c``, without thinking."""
+    messages = build("H A[c0] T H A R A*[c4] T A", result_chars=6_000)
+    view, history = asyncio.run(_last_view_of(messages, max_tokens=1_200, protected_recent=0.0))
+    assert check_view(view, history=history) == []
+    assert provider_violations(view, history=history, thinking=True) == []
+    assert any(m is history[4] or m == history[4] for m in view)
 
 
 async def _views_around_a_rewrite(picture: str, budget: int, delete: int, at: int) -> list[str]:
