@@ -89,15 +89,17 @@ def turn_opening(index: HistoryIndex) -> set[int]:
     reminder when no person typed any), and the answer that user turn follows, or it would
     merge into the user turn before that answer, which may carry a tool result (a prompt
     typed right after one). Without the opener another message would open the turn. When
-    the history ends in such a user turn (a reminder after an answer), it stays: without it
-    the view's active turn would open with an older answer.
+    the history ends in hook reminders after an answer, they and the answer stay whether
+    thinking is on or not: the next assistant message opens the turn after them, perhaps with
+    thinking, and decisions outlive this request (before a prompt, ``newest`` pins the answer).
     """
     facts, turns = index.facts, index.turns
-    latest = turns.last_opener
-    if latest is None or not facts[latest].thinking:
-        return set()
     turn = turns.active()
+    latest = turns.last_opener
     prompts = [p for p in turn.anchor if facts[p].human]
+    reminders_last = bool(turn.anchor) and turn.opener is None and not prompts
+    if not reminders_last and (latest is None or not facts[latest].thinking):
+        return set()
     kept = {*(prompts or turn.anchor[-1:])}
     kept.update(p for p in (turn.follows, turn.opener) if p is not None)
     return kept

@@ -93,7 +93,7 @@ def test_an_orphan_result_between_a_round_and_a_prompt_opens_no_gap() -> None:
 
 def test_a_left_out_answer_is_a_gap_even_behind_a_system_message() -> None:
     messages = [prompt("H0"), call("c1"), result("c1"), answer("A")]
-    messages += [{"role": "system", "content": "s"}, prompt("H1")]
+    messages += [{"role": "system", "content": "s"}, prompt("H1"), answer("B")]
     plan = mend(messages, {3}, {0})
     assert 5 in plan.removed
 

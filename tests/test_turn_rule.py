@@ -183,7 +183,11 @@ def test_a_trailing_reminder_is_the_user_turn_the_active_turn_starts_after() -> 
     assert turn_opening(index) == {3, 4}, "the floor keeps that user turn and what it follows"
     plain = HistoryIndex(estimate_message_tokens)
     plain.sync(build("H R A A R"), None)
-    assert turn_opening(plain) == set(), "thinking off: nothing to keep for it"
+    assert turn_opening(plain) == {3, 4}, "the next message may open with thinking: kept too"
+    plain.sync(build("H R A A H"), None)
+    assert turn_opening(plain) == set(), "thinking off; newest() pins the answer before H"
+    plain.sync(build("H R A A R A"), None)
+    assert turn_opening(plain) == set(), "thinking off, and the turn has opened"
 
 
 async def _last_view_of(messages: list[Msg], **config: Any) -> tuple[list[Msg], list[Msg]]:
