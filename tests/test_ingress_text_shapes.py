@@ -81,3 +81,33 @@ def test_each_capped_shape_is_one_the_view_sends_as_text(kind: str) -> None:
     )
     sent = index.facts[1].sent
     assert sent["content"] == [{"type": "text", "text": "abc"}]
+
+
+class TypedText:
+    """A typed block (anything with ``model_dump()``) of a Responses text type."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        self.type, self.text = kind, text
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
+
+
+@pytest.mark.parametrize("kind", sorted(PROJECTED_TEXT_TYPES))
+def test_a_typed_text_block_of_any_projected_type_is_clipped(kind: str) -> None:
+    result = {"role": "tool", "tool_call_id": "dump", "content": [TypedText(kind, "x" * HUGE)]}
+    stored, clips = asyncio.run(_admit(result))
+    [block] = stored["content"]
+    assert block["type"] == kind and len(block["text"].encode()) == DEFAULT_CAP
+    assert len(clips) == 1
+
+
+def test_a_timestamp_the_message_brings_is_kept() -> None:
+    result = {
+        "role": "tool",
+        "tool_call_id": "dump",
+        "content": "ok",
+        "metadata": {"timestamp": "2026-01-02T03:04:05.000Z"},
+    }
+    stored, _ = asyncio.run(_admit(result))
+    assert stored["metadata"]["timestamp"] == "2026-01-02T03:04:05.000Z"

@@ -308,3 +308,27 @@ def test_the_view_checker_reads_turns_from_where_the_previous_view_ended() -> No
     )
     grown = [*history, answer("A2")]
     assert checker.check(grown, grown) == check_view(grown, history=grown) == []
+
+
+# --- _project: images and renamed result blocks -------------------------------------------------
+
+
+def test_a_data_url_image_keeps_its_media_type() -> None:
+    url = "data:image/jpeg;base64,/9j/4AAQ"
+    message = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+    sent, _ = project(message, IdAssigner().add(message, 0), json_cap=131_072)
+    source = sent["content"][0]["source"]
+    assert source == {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}
+
+
+def test_a_result_block_answering_a_reused_id_carries_the_derived_id() -> None:
+    def answered(call_id: str) -> Msg:
+        block = {"type": "tool_result", "tool_call_id": call_id, "output": "done"}
+        return {"role": "user", "content": [block]}
+
+    history = [prompt("H"), call("x"), answered("x"), call("x"), answered("x")]
+    index = index_of(history)
+    [derived] = index.facts[3].calls
+    assert derived != "x"
+    assert index.facts[4].sent["content"][0]["tool_call_id"] == derived
+    assert index.facts[2].sent["content"][0]["tool_call_id"] == "x"
