@@ -107,9 +107,25 @@ def turn_opening(index: HistoryIndex) -> set[int]:
 
 def prompts_and_opening(index: HistoryIndex) -> set[int]:
     """The first and the latest human prompt and the active turn's opening (``turn_opening``):
-    what a view needs of the history's turns for the provider and ``check_view`` to read it."""
-    humans = index.human_positions
-    return turn_opening(index).union((humans[0], humans[-1]) if humans else ())
+    what a view needs of the history's turns for the provider and ``check_view`` to read it.
+
+    The latest prompt's own first round stays too when it carries thinking: typed right after
+    a result, the prompt continues an older turn for the provider, but that round is the one
+    the person is waiting on (hook reminders after the prompt merge into its user turn).
+    """
+    facts, humans = index.facts, index.human_positions
+    kept = turn_opening(index)
+    if humans:
+        kept.update((humans[0], humans[-1]))
+        after = (p for p in range(humans[-1] + 1, len(facts)) if not _merges(facts[p]))
+        first = next(after, None)
+        if first is not None and facts[first].role == "assistant" and facts[first].thinking:
+            kept.add(first)
+    return kept
+
+
+def _merges(fact: Facts) -> bool:
+    return fact.role == "system" or is_reminder(fact)
 
 
 def is_reminder(fact: Facts) -> bool:
