@@ -22,6 +22,7 @@ from amplifier_module_context_simple._invariants import ViewChecker
 from amplifier_module_context_simple._messages import MAX_DEPTH
 from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
 from amplifier_module_context_simple._protection import newest, rest_of_turns, turn_opening
+from amplifier_module_context_simple._render import stubbed
 from amplifier_module_context_simple._turn_rule import TurnReader
 from amplifier_module_context_simple._turns import after_rewrite, mend_turns
 from amplifier_module_context_simple._working import WorkingPlan
@@ -332,3 +333,35 @@ def test_a_result_block_answering_a_reused_id_carries_the_derived_id() -> None:
     assert derived != "x"
     assert index.facts[4].sent["content"][0]["tool_call_id"] == derived
     assert index.facts[2].sent["content"][0]["tool_call_id"] == "x"
+
+
+# --- _view_scan and _working: rules the first round of injected bugs went past -------------------
+
+
+def test_a_prompt_after_a_result_and_a_reminder_is_read_inside_that_round() -> None:
+    # H0, c, T, R, A, H1: a view without A puts H1 after T (through the reminder).
+    history = [prompt("H0"), call("c"), result("c"), reminder("R"), answer("A"), prompt("H1")]
+    view = [history[0], history[1], history[2], history[3], history[5]]
+    assert any("directly follows a tool result" in p for p in check_view(view, history=history))
+
+
+def test_a_second_result_for_one_call_is_named_as_such() -> None:
+    history = [prompt("H0"), call("c"), result("c")]
+    again = result("c")
+    assert any("second result" in p for p in check_view([*history, again]))
+
+
+def test_retained_positions_are_shown_whole_in_the_working_plan() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), reminder("R" * 400), prompt("P")]
+    index = index_of(messages)
+    base = Decisions(removed=frozenset({1, 2}), stubbed=MappingProxyType({3: 400}))
+    plan = WorkingPlan(index, base, frozenset({1, 2, 3}), 0)
+    assert plan.removed == set() and plan.stubbed == {}
+
+
+def test_a_stub_is_priced_as_the_stub_not_the_original() -> None:
+    messages = [prompt("H0"), answer("A"), reminder("R " * 2_000), prompt("P")]
+    plan = plan_for(messages, Decisions(stubbed=MappingProxyType({2: 4_000})))
+    stub = plan.rendered_tokens(2, 250)
+    assert stub == estimate_message_tokens(stubbed(plan.index.facts[2].sent))
+    assert stub < plan.index.facts[2].tokens
