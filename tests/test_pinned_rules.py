@@ -21,7 +21,12 @@ from amplifier_module_context_simple._ids import IdAssigner
 from amplifier_module_context_simple._invariants import ViewChecker
 from amplifier_module_context_simple._messages import MAX_DEPTH
 from amplifier_module_context_simple._project import DEEPER, TEXT, json_text, project
-from amplifier_module_context_simple._protection import newest, rest_of_turns, turn_opening
+from amplifier_module_context_simple._protection import (
+    newest,
+    prompts_and_opening,
+    rest_of_turns,
+    turn_opening,
+)
 from amplifier_module_context_simple._render import stubbed
 from amplifier_module_context_simple._turn_rule import TurnReader
 from amplifier_module_context_simple._turns import after_rewrite, mend_turns
@@ -365,3 +370,13 @@ def test_a_stub_is_priced_as_the_stub_not_the_original() -> None:
     stub = plan.rendered_tokens(2, 250)
     assert stub == estimate_message_tokens(stubbed(plan.index.facts[2].sent))
     assert stub < plan.index.facts[2].tokens
+
+
+def test_the_latest_prompts_own_thinking_round_stays_in_the_floor() -> None:
+    # H0, c0*, T0, H1 typed after the result, R, c1*, T1: the provider reads the turn from
+    # c0*, but c1* is the round H1 is waiting on (past the reminder that merged into H1).
+    messages = [prompt("H0"), call("c0", thinking=True), result("c0"), prompt("H1")]
+    messages += [reminder("R"), call("c1", thinking=True), result("c1")]
+    assert prompts_and_opening(index_of(messages)) == {0, 1, 3, 5}
+    messages[5] = call("c1")  # without thinking it is not kept for it
+    assert prompts_and_opening(index_of(messages)) == {0, 1, 3}
