@@ -255,6 +255,7 @@ def test_the_reader_on_its_own() -> None:
     other = reader.copy()
     other.feed(4, "user")  # the copy's pending user turn is its own too
     assert reader.active().anchor == (3,) and other.active().anchor == (3, 4)
+    assert other.active().follows == 2  # and it knows which answer that turn follows
     twin = reader.copy()
     twin.feed(4, "calls")
     assert reader.active().opener is None  # the copy is its own
