@@ -36,6 +36,7 @@ from ._messages import (
 )
 from ._project import project
 from ._public import is_reference_only
+from ._turn_rule import TurnReader, part_of
 
 Estimator = Callable[..., int]
 
@@ -110,6 +111,8 @@ class HistoryIndex:
         self.loaded_tool_positions: list[int] = []
         self.display_only_positions: list[int] = []
         self.image_messages = 0
+        self.turns = TurnReader()
+        """The turns as the provider reads them (orphan results are never sent, so not read)."""
 
     def reset(self) -> None:
         self.facts = []
@@ -198,6 +201,10 @@ class HistoryIndex:
             # A call that views already showed as interrupted just got its result: the
             # rendered prefix that holds its placeholder is out of date.
             self.generation += 1
+        if index not in self.pairing.orphans:
+            self.turns.feed(
+                index, part_of(fact.role, result=fact.tool_result, calls=bool(fact.calls))
+            )
         if fact.role == "system":
             self.system_positions.append(index)
         if fact.human:

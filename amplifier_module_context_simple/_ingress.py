@@ -13,9 +13,9 @@ for would be. Each clipped result is reported by one ``context:tool_result_ingre
 What counts as "text" of a result:
 
 * string content (or a string payload): the string itself;
-* a list of content blocks: the ``text`` of direct ``{"type": "text", "text": str}`` dicts
-  and of the host's typed ``TextBlock`` objects (anything with ``model_dump()``,
-  ``type == "text"`` and a string ``text``; a clipped one is stored as a dict), and the
+* a list of content blocks: the string ``text`` of every block the view sends as text (type
+  ``text``, ``input_text`` or ``output_text``: ``_project.PROJECTED_TEXT_TYPES``), dicts or
+  typed objects with ``model_dump()`` (a clipped one is stored as a dict), and the
   payload of a ``tool_result`` block among them (a string, or such text blocks). Their bytes
   share one budget in list order. Image, audio, unknown and other typed blocks are neither
   measured nor touched;
@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from ._messages import RESULT_BLOCK_TYPES, RESULT_ROLES, block_dict, validate_message
 from ._numbers import is_int
-from ._project import json_text
+from ._project import PROJECTED_TEXT_TYPES, json_text
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
@@ -270,12 +270,12 @@ def _clip_string(text: str, max_bytes: int) -> _Clipped | None:
 
 
 def _block_text(block: object) -> str | None:
-    """The text of a text block, dict or host-typed (a typed block would otherwise be stored
-    whole at any size)."""
+    """The text of a block the view sends as text, dict or typed (or it is stored whole)."""
     if isinstance(block, Mapping):
-        text = block.get("text")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        return text if block.get("type") == "text" and isinstance(text, str) else None  # pyright: ignore[reportUnknownMemberType]
-    if callable(getattr(block, "model_dump", None)) and getattr(block, "type", None) == "text":
+        text, kind = block.get("text"), block.get("type")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return text if kind in PROJECTED_TEXT_TYPES and isinstance(text, str) else None
+    typed = callable(getattr(block, "model_dump", None))
+    if typed and getattr(block, "type", None) in PROJECTED_TEXT_TYPES:
         text = getattr(block, "text", None)
         return text if isinstance(text, str) else None
     return None

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._ids import IdAssigner
-from ._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt, result_ids
+from ._messages import SIGNED_THINKING_TYPES, ToolPairing, blocks, is_human_prompt
 from ._project import project
 from ._public import is_reference_only
 from ._render import factory_replaces, is_factory_message
+from ._turn_rule import TurnReader, part_of
 from ._view_scan import Shape, ViewScan, makes_calls, merges, shape_of
 
 DEFAULT_JSON_CAP = 131_072
@@ -186,14 +187,11 @@ class _HistoryFacts:
     """Sent forms of the human prompts that follow a tool result or a call in the history."""
     after_round: bool = False
     """Whether a turn starting now would follow a tool round (a result, or a call)."""
-    last_prompt: int | None = None
-    """Position of the last human prompt (as stored, not as sent)."""
+    pairing: ToolPairing = field(default_factory=ToolPairing)
+    turns: TurnReader = field(default_factory=TurnReader)
+    """The history's turns as the provider reads them (``_turn_rule``)."""
     opener: Mapping[str, Any] | None = None
-    opener_sent: Mapping[str, Any] | None = None
-    """The first message after the last human prompt that is neither a system message nor a
-    hook reminder (both merge into the prompt's turn), as stored and as sent; before any
-    prompt, the conversation's first such message (the active turn opens it)."""
-    seeking_opener: bool = True
+    """The sent form of the latest turn's opener (``turns.last_opener``, recorded when fed)."""
 
     def append(self, message: Mapping[str, Any]) -> None:
         position = self.count
@@ -215,12 +213,11 @@ class _HistoryFacts:
             self.last_human = sent
             if self.after_round:
                 self.after_result.append(sent)
-            self.last_prompt = position
-            self.opener = self.opener_sent = None
-            self.seeking_opener = True
-        elif self.seeking_opener and not _merges_into_the_prompt(role, result):
-            self.opener, self.opener_sent = message, sent
-            self.seeking_opener = False
+        self.pairing.add(ids.calls, ids.results)
+        if position not in self.pairing.orphans:  # an orphan result is never sent
+            self.turns.feed(position, part_of(role, result=result, calls=makes_calls(message)))
+            if self.turns.last_opener == position:
+                self.opener = sent
         if role == "assistant":
             self.latest_assistant = sent
         if not merges(role, human, result):
@@ -327,40 +324,25 @@ def _check_turns(
     if prompts is not None:
         prompts.clear()
         prompts.update(kept)
-    # (b) With thinking on, the active turn must open with its thinking assistant message.
+    # (b) With thinking on (the history's latest turn opens with thinking), the turn the
+    # provider reads as the active one in the view must open with a thinking block too. Both
+    # turns are read by the one rule (``_turn_rule``). The view may open it with another of the
+    # history's thinking rounds (an earlier one was left out): the provider reads only the
+    # first block of the turn. A view that ends in a user turn without results opens none.
     opener = facts.opener
-    if (
-        opener is not None
-        and facts.opener_sent is not None
-        and opener.get("role") == "assistant"
-        and any(b.get("type") in SIGNED_THINKING_TYPES for b in blocks(opener))
-    ):
-        # The first position past the view's last human prompt and what merges into it.
-        last = scan.last_human
-        start = None
-        if last is not None or facts.last_prompt is None:
-            start = next(
-                (
-                    i
-                    for i in range(0 if last is None else last + 1, len(view))
-                    if not _merges_into_the_prompt(
-                        view[i].get("role"),
-                        view[i].get("role") == "tool" or bool(result_ids(view[i])),
-                    )
-                ),
-                None,
-            )
-        if start is None or not _same_payload(facts.opener_sent, view[start]):
+    if opener is not None and _opens_with_thinking(opener):
+        start = scan.turns.active().opener
+        if start is not None and not _opens_with_thinking(view[start]):
             problems.append(
                 "the active turn does not open with the history's thinking assistant message"
             )
     return problems
 
 
-def _merges_into_the_prompt(role: object, result: bool) -> bool:
-    """A system message (lifted out of the conversation) or a hook reminder (a user message
-    that is no result): either joins the prompt's turn before its opener."""
-    return role == "system" or (role == "user" and not result)
+def _opens_with_thinking(message: Mapping[str, Any]) -> bool:
+    """Whether the provider reads a thinking block first (``reasoning`` items are not sent)."""
+    first = next((b for b in blocks(message) if b.get("type") != "reasoning"), None)
+    return first is not None and first.get("type") in SIGNED_THINKING_TYPES
 
 
 def _follows_a_result_in_history(

@@ -23,6 +23,7 @@ from ._planner import Planner
 from ._session import Pipeline, SessionState
 from ._system_prompt import SystemPromptFactory
 from ._thinking_loss import ThinkingLoss
+from ._turns import after_rewrite
 from .request_view import request_view
 
 
@@ -156,7 +157,9 @@ class SimpleContextManager:
         Runs inside the request's synchronous scope step, before its plan reads the decisions.
         """
         state = self._state
-        state.decisions = state.decisions.before(position)
+        state.decisions = after_rewrite(
+            self._index, state.decisions, position, self.config.truncate_chars
+        )
 
     def _reset_derived(self) -> None:
         self._index.reset()

@@ -9,9 +9,8 @@ content), a text block only for what has none, and the view's tool-call ids (``_
 
 Whatever the host already accepts is returned as the very same object: identity is what lets
 the prefix cache and the provider's prompt cache see an unchanged message. The projection is
-a pure function of the message and its ids, so it is the same on every request.
-
-Each change is reported with a kind from :data:`PROJECTION_KINDS`, so a tool can count them.
+a pure function of the message and its ids, so it is the same on every request. Each change
+is reported with a kind from :data:`PROJECTION_KINDS`, so a tool can count them.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ __all__ = [
     "ORPHAN_DROPPED",
     "PAIRING_KINDS",
     "PLACEHOLDER_ADDED",
+    "PROJECTED_TEXT_TYPES",
     "PROJECTION_KINDS",
     "REPAIR_KINDS",
     "STRAY_DROPPED",
@@ -85,6 +85,7 @@ PROJECTION_KINDS = frozenset(
 REPAIR_KINDS = PROJECTION_KINDS | {ORPHAN_DROPPED, STRAY_DROPPED, PLACEHOLDER_ADDED}
 PAIRING_KINDS = frozenset({ORPHAN_DROPPED, STRAY_DROPPED, PLACEHOLDER_ADDED})
 
+PROJECTED_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})  # ingress caps these too
 # Binary payloads are never sent as JSON text: the model cannot read base64.
 BINARY_TYPES = frozenset(
     {"audio", "input_audio", "document", "file", "input_file", "video", "input_video"}
@@ -274,7 +275,7 @@ def _project_block(
         if image is not None:
             kinds.append(IMAGE)
             return image
-    if kind in ("input_text", "output_text", "text") and isinstance(data.get("text"), str):
+    if kind in PROJECTED_TEXT_TYPES and isinstance(data.get("text"), str):
         kinds.append(TEXT)
         return {"type": "text", "text": data["text"]}
     return _as_text(data, cap, kinds)

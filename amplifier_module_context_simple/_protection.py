@@ -3,8 +3,8 @@
 The floor is what a provider needs to read the conversation at all: system messages, the
 first and latest human prompt, retained envelopes, an unanswered call with its tail, the
 latest assistant message when it carries thinking or calls, and the opening thinking round
-of the active turn (with no human prompt at all, the conversation's first round). The rungs
-also keep the latest tool results and the rest of their turns.
+of the turn the provider reads as the active one (``turn_opening``, read by ``_turn_rule``).
+The rungs also keep the latest tool results and the rest of their turns.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 __all__ = [
     "LadderPolicy",
     "Protection",
-    "follows_result",
     "is_reminder",
     "newest",
+    "prompts_and_opening",
     "protected_positions",
     "rest_of_turns",
+    "turn_opening",
 ]
 
 from dataclasses import dataclass
@@ -48,31 +49,7 @@ def protected_positions(
     """What the rungs keep, and the smaller floor that even the fit pass keeps."""
     facts = index.facts
     floor: set[int] = set(extra)
-    humans = index.human_positions
-    if humans:
-        floor.update((humans[0], humans[-1]))
-        # The provider reads the active turn from its opening round; with thinking on, that
-        # round carries the thinking block the request must start the final turn with. A
-        # prompt typed right after a tool result merges into that round's user turn, so the
-        # turn the provider checks may open before it: keep that prompt and its opener too.
-        # Hook reminders right after the prompt merge into its user turn: the opener is the
-        # first message past them. When every prompt follows a round, none opens a turn of its
-        # own: the provider reads the active turn from the start of the conversation.
-        anchor = next((h for h in reversed(humans) if not follows_result(index, h)), -1)
-        starts = {anchor, humans[-1]}
-    else:
-        starts = {-1}  # no prompt at all: the active turn opens the conversation
-    for prompt in starts:
-        opener = next(
-            (
-                p
-                for p in range(prompt + 1, len(facts))
-                if facts[p].role != "system" and not is_reminder(facts[p])
-            ),
-            None,
-        )
-        if opener is not None and facts[opener].role == "assistant" and facts[opener].thinking:
-            floor.update(p for p in (prompt, opener) if p >= 0)
+    floor.update(prompts_and_opening(index))
     floor.update(index.loaded_tool_positions)
     floor.update(index.system_positions)
     if open_tail is not None:
@@ -102,20 +79,53 @@ def protected_positions(
     return Protection(keep=frozenset(keep), floor=frozenset(floor))
 
 
-def follows_result(index: HistoryIndex, position: int) -> bool:
-    """Whether the provider reads ``position`` inside the tool round before it.
+def turn_opening(index: HistoryIndex) -> set[int]:
+    """The opening of the turn the provider reads as the active one, when it must stay.
 
-    Hook reminders between the two are user turns too and merge with them.
+    With thinking on (the latest turn's opener carries thinking), the provider checks that
+    the active turn's first assistant message starts with its thinking block, and it finds
+    that turn after the last user turn that carries no tool result (``_turn_rule``). So that
+    message stays, and so does the result-free user turn before it: its prompts (a hook
+    reminder when no person typed any), and the answer that user turn follows, or it would
+    merge into the user turn before that answer, which may carry a tool result (a prompt
+    typed right after one). Without the opener another message would open the turn. When
+    the history ends in hook reminders after an answer, they and the answer stay whether
+    thinking is on or not: the next assistant message opens the turn after them, perhaps with
+    thinking, and decisions outlive this request (before a prompt, ``newest`` pins the answer).
     """
-    facts = index.facts
-    for p in range(position - 1, -1, -1):
-        fact = facts[p]
-        if fact.role == "system" or p in index.pairing.orphans:
-            continue
-        if is_reminder(fact):
-            continue
-        return fact.tool_result or bool(fact.calls and index.pairing.missing(p))
-    return False
+    facts, turns = index.facts, index.turns
+    turn = turns.active()
+    latest = turns.last_opener
+    prompts = [p for p in turn.anchor if facts[p].human]
+    reminders_last = bool(turn.anchor) and turn.opener is None and not prompts
+    if not reminders_last and (latest is None or not facts[latest].thinking):
+        return set()
+    kept = {*(prompts or turn.anchor[-1:])}
+    kept.update(p for p in (turn.follows, turn.opener) if p is not None)
+    return kept
+
+
+def prompts_and_opening(index: HistoryIndex) -> set[int]:
+    """The first and the latest human prompt and the active turn's opening (``turn_opening``):
+    what a view needs of the history's turns for the provider and ``check_view`` to read it.
+
+    The latest prompt's own first round stays too when it carries thinking: typed right after
+    a result, the prompt continues an older turn for the provider, but that round is the one
+    the person is waiting on (hook reminders after the prompt merge into its user turn).
+    """
+    facts, humans = index.facts, index.human_positions
+    kept = turn_opening(index)
+    if humans:
+        kept.update((humans[0], humans[-1]))
+        after = (p for p in range(humans[-1] + 1, len(facts)) if not _merges(facts[p]))
+        first = next(after, None)
+        if first is not None and facts[first].role == "assistant" and facts[first].thinking:
+            kept.add(first)
+    return kept
+
+
+def _merges(fact: Facts) -> bool:
+    return fact.role == "system" or is_reminder(fact)
 
 
 def is_reminder(fact: Facts) -> bool:

@@ -37,7 +37,7 @@ from datetime import datetime
 from ._config import ContextConfig
 from ._history import HistoryIndex
 from ._messages import thinking_blocks
-from ._protection import follows_result, is_reminder
+from ._protection import is_reminder
 
 ESCALATION_REASONS = ("threshold", "over_budget", "turn_start", "cold_cache")
 """Why an escalation happened: the view crossed the trigger, it was over the hard limit, a
@@ -74,7 +74,9 @@ def moment_of(index: HistoryIndex, usable: int) -> Moment:
         ),
         None,
     )
-    turn_start = last is not None and facts[last].human and not follows_result(index, last)
+    # A prompt in a user turn that carries results (typed right after a tool result) merges
+    # into that round: the provider reads the active turn on (``_turn_rule``).
+    turn_start = last is not None and facts[last].human and not index.turns.in_round
     growth = _turn_growth(index, usable) if turn_start else 0
     return Moment(turn_start=turn_start, turn_growth=growth, idle_seconds=_idle(index))
 

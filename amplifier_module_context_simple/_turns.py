@@ -2,16 +2,21 @@
 
 Consecutive user-role turns merge at the provider, so a prompt that follows a tool result in
 the view (hook reminders in between merge too) where the history had something else before it
-is read as part of that old round, and with thinking on the request is refused.
+is read as part of that old round, and with thinking on the request is refused. The opening
+of the turn the provider reads as the active one (``_protection.turn_opening``) is never
+mended away, and the decisions kept after a history rewrite are made to show it again
+(``after_rewrite``).
 """
 
 from __future__ import annotations
 
-__all__ = ["mend_turns"]
+__all__ = ["after_rewrite", "mend_turns"]
 
 import itertools
 
-from ._protection import is_reminder
+from ._decisions import Decisions
+from ._history import HistoryIndex
+from ._protection import is_reminder, prompts_and_opening, turn_opening
 from ._working import WorkingPlan
 
 
@@ -27,6 +32,9 @@ def mend_turns(
     """
     index = plan.index
     facts, pairing = index.facts, index.pairing
+    # Whatever the caller protects, the active turn's opening stays: the provider reads the
+    # turn from it (``turn_opening``).
+    protected = protected.union(turn_opening(index))
     # The same set objects, bound once for the walk: taking out and putting back edit
     # ``removed`` in place, so the walk sees every change.
     orphans, owner_of, removed = pairing.orphans, pairing.owner_of, plan.removed
@@ -103,3 +111,27 @@ def _restore_before(plan: WorkingPlan, position: int, keep_chars: int, reason: i
         if not facts[previous].human:
             return  # restored a message that ends the round: the prompt no longer lands in it
         position = previous
+
+
+def after_rewrite(
+    index: HistoryIndex, decisions: Decisions, position: int, keep_chars: int
+) -> Decisions:
+    """The decisions to keep for a history rewritten from ``position`` on (``index`` synced).
+
+    What was decided about the messages there no longer applies (``Decisions.before``). The
+    part before keeps its decisions, but the rewrite may have moved the turns the provider
+    reads into it: with a prompt gone, an older prompt is the latest one, and the active turn
+    may now open with a round an earlier escalation left out. Those are shown again, whole,
+    and mended so that no restored prompt lands inside a round the history had closed.
+    """
+    kept = decisions.before(position)
+    needed = prompts_and_opening(index)
+    for p in list(needed):
+        # A call comes back with its results: the render never shows it without them.
+        needed.update(index.pairing.results_of.get(p, ()))
+    touched = {p for p in needed if p in kept.removed or p in kept.truncated or p in kept.stubbed}
+    if not touched:
+        return kept
+    plan = WorkingPlan(index, kept.without(frozenset(touched)), frozenset(), 0)
+    mend_turns(plan, frozenset(needed), keep_chars, None)
+    return plan.decisions(kept.level, kept.escalations)

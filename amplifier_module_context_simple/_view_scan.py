@@ -18,6 +18,7 @@ from typing import Any
 from ._ids import raw_call_ids
 from ._messages import call_ids, is_human_prompt, is_tool_result, result_ids
 from ._public import carries_public_marker
+from ._turn_rule import TurnReader, part_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ class ViewScan:
     view that extends an earlier one is scanned from where that one ended. Besides its own
     problems (pairing, duplicates, systems first, public-history keys) it records what the
     history rules need: the view's system messages, its human prompts that directly follow a
-    tool result, and where its last human prompt is.
+    tool result, where its last human prompt is, and its turns as the provider reads them.
     """
 
     __slots__ = (
@@ -81,6 +82,7 @@ class ViewScan:
         "seen_other",
         "systems",
         "turn_tail",
+        "turns",
     )
 
     def __init__(self) -> None:
@@ -99,12 +101,15 @@ class ViewScan:
         self.candidates: list[tuple[int, Mapping[str, Any]]] = []
         self.turn_tail: Shape | None = None
         self.last_human: int | None = None
+        self.turns = TurnReader()
+        """The view's turns as the provider reads them (``_turn_rule``)."""
 
     def copy(self) -> ViewScan:
         twin = ViewScan()
         for name in self.__slots__:
             value = getattr(self, name)
-            setattr(twin, name, value.copy() if isinstance(value, list | set | dict) else value)
+            copies = isinstance(value, list | set | dict | TurnReader)
+            setattr(twin, name, value.copy() if copies else value)
         return twin
 
     def problems(self) -> list[str]:
@@ -131,6 +136,7 @@ class ViewScan:
             self.last_human = index
         if not shape.merges:
             self.turn_tail = shape
+        self.turns.feed(index, part_of(shape.role, result=shape.result, calls=bool(shape.calls)))
 
     def _pair(self, index: int, shape: Shape) -> None:
         if shape.results:

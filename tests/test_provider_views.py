@@ -470,8 +470,14 @@ def _rewritten(messages: list[Msg], kind: str, where: float) -> list[Msg]:
     }
     if kind == "insert":
         fresh.insert(at, note)
-    elif kind == "delete" and fresh[at].get("role") == "user" and not is_result(fresh[at]):
-        del fresh[at]  # a prompt or reminder: deleting a call or result would orphan the other
+    elif kind == "delete":
+        # A prompt or reminder (deleting a call or result would orphan the other); where
+        # ``at`` holds neither, the next prompt: a store re-read with a prompt gone.
+        prompts = [i for i in range(at, len(fresh) - 1) if is_human(fresh[i])]
+        if fresh[at].get("role") == "user" and not is_result(fresh[at]):
+            del fresh[at]
+        elif prompts:
+            del fresh[prompts[0]]
     elif kind == "replace" and fresh[at].get("role") == "assistant" and not has_calls(fresh[at]):
         fresh[at] = {"role": "assistant", "content": "An answer, edited in the store."}
     return fresh
