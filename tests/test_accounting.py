@@ -43,6 +43,7 @@ async def test_budget_event_once_per_change_with_exact_keys() -> None:
         "reserved_output": 64_000,
         "safety_margin": 4_096,
         "tool_definitions_tokens": 0,
+        "tools_not_held_back": 0,
         "learned_overhead_tokens": 0,
         "derived_budget": 131_904,
         "max_tokens": None,

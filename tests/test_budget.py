@@ -25,7 +25,12 @@ BASE_KEYS = {
     "capped",
     "effective_budget",
 }
-BASE_KEYS |= {"tool_definitions_tokens", "learned_overhead_tokens", "request_budget"}
+BASE_KEYS |= {
+    "tool_definitions_tokens",
+    "tools_not_held_back",
+    "learned_overhead_tokens",
+    "request_budget",
+}
 PROVIDER_KEYS = BASE_KEYS | {
     "context_window",
     "max_output_tokens",
@@ -145,6 +150,7 @@ async def test_spec_example_payload_from_provider_defaults() -> None:
         "reserved_output": 65536,
         "safety_margin": 4096,
         "tool_definitions_tokens": 0,
+        "tools_not_held_back": 0,
         "learned_overhead_tokens": 0,
         "derived_budget": 978944,
         "max_tokens": 500000,

@@ -766,6 +766,7 @@ async def test_19_cap_above_the_window_is_a_no_op_and_below_it_is_reported() -> 
         "reserved_output": 32_000,
         "safety_margin": 4_096,
         "tool_definitions_tokens": 0,
+        "tools_not_held_back": 0,
         "learned_overhead_tokens": 0,
         "derived_budget": derived,
         "max_tokens_fallback": 200_000,
