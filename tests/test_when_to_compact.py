@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from amplifier_core import HookRegistry, HookResult
+from amplifier_core import AmplifierSession, HookRegistry, HookResult
 from hypothesis import given
 
 from amplifier_module_context_simple import (
     ContextConfig,
     SimpleContextManager,
     estimate_message_tokens,
+    mount,
 )
 from amplifier_module_context_simple._timing import moment_of
 
@@ -491,3 +492,29 @@ def test_the_replay_report_says_where_each_compaction_happened(tmp_path: Path) -
     assert not any(c["at_turn_start"] for c in off["compactions"])
     text = " ".join(run("replay", str(transcript), "--max-tokens", str(BUDGET)).stdout.split())
     assert "turn start" in text and "thinking lost" in text
+
+
+# ------------------------------------------------------------------ the provider's thinking events
+
+
+async def test_the_providers_thinking_events_are_counted_in_the_meter_stats() -> None:
+    session = AmplifierSession({"session": {"orchestrator": "none", "context": "none"}})
+    coordinator = session.coordinator
+    cleanup = await mount(coordinator, {})
+    manager = coordinator.get("context")
+    await manager.add_message({"role": "user", "content": "hello"})
+    await manager.get_messages_for_request(token_budget=BUDGET)
+    stats = manager.token_meter_stats
+    assert stats is not None and stats["thinking_blocks_dropped"] == 0
+    hooks = coordinator.hooks
+    await hooks.emit("provider:thinking_binding_retry", {"model": "claude-opus-5-5"})
+    await hooks.emit("provider:thinking_blocks_dropped", {"count": 3})
+    await hooks.emit("provider:thinking_blocks_dropped", {"count": 2})
+    stats = manager.token_meter_stats
+    assert stats is not None
+    assert stats["thinking_blocks_dropped"] == 5
+    assert stats["thinking_drop_events"] == 2
+    assert stats["thinking_binding_retries"] == 1
+    await cleanup()
+    await hooks.emit("provider:thinking_blocks_dropped", {"count": 7})
+    assert manager.token_meter_stats["thinking_blocks_dropped"] == 5, "cleanup unregisters"
