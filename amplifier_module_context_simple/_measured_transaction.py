@@ -15,7 +15,9 @@ from typing import Any
 from ._plan import RequestPlan
 from ._session import SessionState, deliver
 
-logger = logging.getLogger(__name__)
+# Logged under the counted walk's name, as before the transaction had a module of its own
+# (log filters name it).
+logger = logging.getLogger(__name__.removesuffix("_transaction"))
 
 
 class MeasuredTransaction:
