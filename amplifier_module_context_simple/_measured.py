@@ -42,8 +42,8 @@ from ._ladder import Step
 from ._measured_transaction import MeasuredTransaction
 from ._meter import fit_size_model
 from ._meter_stats import MeterStats
-from ._plan import RequestPlan, Scope
-from ._planner import Planner, request_plan
+from ._plan import RequestPlan, Scope, request_plan
+from ._planner import Planner
 from ._retention import resolve_retained
 from ._room import disproved
 from ._session import Pipeline, SessionState
@@ -190,7 +190,9 @@ def _step_view(
 ) -> tuple[list[Any], int, CompactionStats, list[str]]:
     """The candidate view of one rung, its estimate, figures and repairs, from one render."""
     body = planner.render(scope, step.decisions)
-    stats = planner.statistics(scope, step, entry, before=before, after=body, target=target)
+    stats = planner.composer.statistics(
+        scope, step, entry, before=before, after=body, target=target
+    )
     view, tokens, body = planner.compose(scope, step.decisions, stats, body)
     return view, tokens, stats, body.repaired
 
