@@ -37,30 +37,25 @@ It never mutates its input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ._messages import RESULT_BLOCK_TYPES, RESULT_ROLES, block_dict, validate_message
+from ._json_text import json_text
+from ._messages import RESULT_BLOCK_TYPES, RESULT_ROLES, block_dict
 from ._numbers import is_int
-from ._project import PROJECTED_TEXT_TYPES, json_text
+from ._project import PROJECTED_TEXT_TYPES
 
 __all__ = [
     "INGRESS_MARKER_TEMPLATE",
     "MIN_TOOL_RESULT_BYTES",
-    "Clock",
     "IngressClip",
-    "admit",
     "clip_tool_result",
     "clip_tool_results",
     "ingress_marker",
-    "utc_timestamp",
     "utf8_byte_length",
 ]
 
-Clock = Callable[[], datetime]
-"""Where admission reads the time (an aware ``datetime``); tests inject their own."""
 
 INGRESS_MARKER_TEMPLATE = (
     "[tool-result truncated at ingress: original_text_utf8_bytes={original_text_utf8_bytes}; "
@@ -399,33 +394,3 @@ def _clip_json(content: dict[str, Any] | list[Any], max_bytes: int) -> _Clipped 
     # ensure_ascii=False: the model reads characters, so non-ASCII text is measured at its
     # UTF-8 size rather than as six-byte \\u escapes.
     return _clip_string(json_text(content), max_bytes)
-
-
-def admit(
-    message: Mapping[str, Any], index: int, cap: int, *, clock: Clock | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The message as stored (validated, timestamped, clipped to ``cap``) and one clip event
-    payload per result it clipped.
-
-    A message that has no ``metadata.timestamp`` gets one from ``clock`` (the current UTC
-    time by default): the history records when each message arrived.
-
-    Raises before anything is stored when the message is structurally broken.
-    """
-    validate_message(message, index)
-    stored = dict(message)
-    metadata = dict(stored.get("metadata") or {})
-    if "timestamp" not in metadata:
-        metadata["timestamp"] = utc_timestamp((clock or _utc_now)())
-    stored["metadata"] = metadata
-    clipped, clips = clip_tool_results(stored, cap)
-    return clipped, [clip.payload() for clip in clips]
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def utc_timestamp(moment: datetime) -> str:
-    """How admission records a time: ISO 8601 in UTC, to the millisecond, with a ``Z``."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,13 +11,13 @@ from typing import Any
 
 from . import _events as events
 from . import _measured, _retention
+from ._admission import Clock, admit
 from ._budget_now import budget_now
 from ._config import ContextConfig
 from ._decisions import Decisions
 from ._envelope import FitOutput, fit, read_envelope
 from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
-from ._ingress import Clock, admit
 from ._meter import TokenMeter
 from ._planner import Planner
 from ._session import Pipeline, SessionState

@@ -1,9 +1,10 @@
 """The records of one request: its ``Scope`` (what every candidate view shares) and its
-``RequestPlan`` (everything computed before state changes). Only ``_planner`` builds them."""
+``RequestPlan`` (everything computed before state changes). Only ``_planner`` builds a scope;
+``request_plan`` is the one constructor of a plan (the planner's and the measured path's)."""
 
 from __future__ import annotations
 
-__all__ = ["RequestPlan", "Scope"]
+__all__ = ["RequestPlan", "Scope", "request_plan"]
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,3 +73,43 @@ class Scope:
     epoch: int = 0
     notice_cost: int = 0
     """What the longest notice this history could get takes (0 when none would be shown)."""
+
+
+def request_plan(
+    scope: Scope,
+    entry: Decisions,
+    *,
+    view: list[Mapping[str, Any]],
+    view_tokens: int,
+    step: Step | None,
+    stats: CompactionStats | None,
+    meter_stats: MeterStats,
+    repaired: list[str],
+    size_model: SizeModel,
+    covered: int,
+    stuck: bool = False,
+    real_budget: int | None = None,
+    crowded: bool = False,
+    rebased: bool = False,
+) -> RequestPlan:
+    """The one constructor of a plan: what it may replace and when comes from the scope."""
+    return RequestPlan(
+        budget=scope.budget,
+        view=view,
+        view_tokens=view_tokens,
+        decisions=entry if step is None else step.decisions,
+        escalated=step,
+        stats=stats if step is not None else None,
+        meter_stats=meter_stats,
+        usable_budget=scope.usable,
+        base=entry,
+        epoch=scope.epoch,
+        system_tokens=scope.system_tokens,
+        repaired=repaired,
+        size_model=size_model,
+        covered=covered,
+        stuck=stuck,
+        real_budget=scope.budget.effective_budget if real_budget is None else real_budget,
+        crowded=crowded,
+        rebased=rebased,
+    )

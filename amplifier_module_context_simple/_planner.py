@@ -21,25 +21,26 @@ planner builds it in seven passes, always in this order:
    the target, then (plain and retention paths) the fit pass relaxes protection down to the
    floor while the view is still over the limit.
 6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
-   from a render of the new decisions.
+   from a render of the new decisions (``_compose``).
 7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
-   without escalation is composed before usage too: readings answer whole views).
+   without escalation is composed before usage too: readings answer whole views;
+   ``_compose``).
 
-The planner owns only caches (the rendered prefix, the factory's and the notice's token
-counts, the notice itself while it reads the same); it never reads or writes session state.
-This module is the only place a ``RequestPlan`` (``_plan``) is constructed.
+The planner owns only caches (the rendered prefix, the factory's token count; its composer
+the notice's count, the notice itself while it reads the same and its slot); it never reads or
+writes session state. Its plans are built by ``request_plan`` (``_plan``), the one constructor.
 """
 
 from __future__ import annotations
 
-__all__ = ["Planner", "request_plan"]
+__all__ = ["Planner"]
 
-import itertools
 from collections.abc import Generator, Mapping
 from dataclasses import replace
 from typing import Any
 
 from ._budget import Budget, derive_budget
+from ._compose import Composer
 from ._config import ContextConfig
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._estimate import family_for_model
@@ -47,20 +48,15 @@ from ._history import HistoryIndex
 from ._ladder import LadderPolicy, Step, plan_escalation
 from ._meter import IDENTITY, SizeModel, TokenMeter
 from ._meter_stats import MeterStats, choose_usage
-from ._plan import RequestPlan, Scope
+from ._plan import RequestPlan, Scope, request_plan
 from ._render import (
-    NoticeFigures,
     RenderResult,
-    notice_boundary,
-    notice_figures,
-    notice_message,
     open_tail_call,
-    render_range,
     system_part,
 )
 from ._room import disproved
 from ._system_prompt import SystemPrompt
-from ._timing import Timing, escalation_timing, moment_of, thinking_after
+from ._timing import Timing, escalation_timing, moment_of
 from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
 
@@ -78,12 +74,8 @@ class Planner:
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
         self._prefix = PrefixCache()
-        self._notice_cost_cache: tuple[object, int] = (None, 0)
-        # The notice, kept while what it states is the same (its figures come only from sticky
-        # state): consecutive views then share it by identity, and it is estimated once.
-        self._notice: tuple[object, Mapping[str, Any], int] | None = None
-        # The in-place notice's slot, while the decisions and the history stay the same.
-        self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
+        self.composer = Composer(config, index)
+        """Passes 6 and 7: the figures of an escalation and the view that states them."""
 
     @property
     def rendered_messages(self) -> int:
@@ -127,22 +119,6 @@ class Planner:
     def family(self, model_name: str | None) -> str | None:
         """The tokenizer family of a request for ``model_name`` (the configured one first)."""
         return self.config.token_family or family_for_model(model_name)
-
-    def _notice_cost(self) -> int:
-        """Tokens the longest notice this history could get takes (0 with notices off)."""
-        config = self.config
-        if not config.compaction_notice_enabled:
-            return 0
-        size = len(self.index.facts)
-        key = (len(str(size + 1000)), config.compaction_notice_verbosity, self.index.family)
-        if self._notice_cost_cache[0] != key:
-            largest = NoticeFigures.largest(size)
-            cost = max(
-                self.index.estimate(notice_message(figures, config.compaction_notice_verbosity))
-                for figures in (largest, replace(largest, relaxed=False))
-            )
-            self._notice_cost_cache = (key, cost)
-        return self._notice_cost_cache[1]
 
     # ---------------------------------------------------------------- 2. scope
 
@@ -188,7 +164,9 @@ class Planner:
             retained=retained,
             protected_extra=protected_extra,
             epoch=epoch,
-            notice_cost=self._notice_cost() if open_tail is None or self._in_place else 0,
+            notice_cost=self.composer.notice_cost()
+            if open_tail is None or self.composer.in_place
+            else 0,
         )
 
     # ---------------------------------------------------------------- 3. render
@@ -266,53 +244,9 @@ class Planner:
             growth_real=model.to_real(moment.turn_growth) - model.to_real(0),
         )
 
-    # ---------------------------------------------------------------- 6. statistics
-
-    def statistics(
-        self,
-        scope: Scope,
-        step: Step,
-        previous: Decisions,
-        *,
-        before: tuple[int, int],
-        after: RenderResult,
-        target: int,
-        measured: tuple[int | None, int | None] = (None, None),
-        timing: Timing | None = None,
-    ) -> CompactionStats:
-        """The figures of one escalation (with the notice compose adds); ``after``: the body."""
-        config = self.config
-        decisions = step.decisions
-        changed = itertools.chain(
-            decisions.removed - previous.removed,
-            set(decisions.truncated) - set(previous.truncated),
-            set(decisions.stubbed) - set(previous.stubbed),
-        )
-        edit = min(changed, default=len(self.index.facts))
-        stats = CompactionStats.of_escalation(
-            step.decisions,
-            previous,
-            level=step.level,
-            before=before,
-            after=(scope.system_tokens + after.tokens, len(scope.systems) + len(after.messages)),
-            systems=len(scope.systems),
-            budget=scope.usable,
-            target=target,
-            protected_recent=config.protected_recent,
-            protected_tool_results=config.protected_tool_results,
-            history_messages=len(self.index.facts),
-            relaxed=(step.results_shortened, step.groups_removed),
-            measured_tokens=measured[0],
-            overhead_tokens=measured[1],
-            reason=None if timing is None else timing.reason,
-            at_turn_start=timing is not None and timing.moment.turn_start,
-            thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
-        )
-        if not self._shows_notice(scope, step.decisions):
-            return stats
-        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
-
-    # ---------------------------------------------------------------- 7. compose
+    # ---------------------------------------------------------------- 6. statistics, 7. compose
+    # In ``self.composer`` (``_compose``): the figures of an escalation, and the view that states
+    # them with the notice.
 
     def compose(
         self,
@@ -324,71 +258,8 @@ class Planner:
         """The notice-inclusive view for ``decisions``, its estimate and the rendered body."""
         if body is None:
             body = self.render(scope, decisions)
-        view = [*scope.systems, *body.messages]
-        tokens = scope.system_tokens + body.tokens
-        if stats is not None and self._shows_notice(scope, decisions):
-            reminder, reminder_tokens = self._notice_for(stats, decisions)
-            if self._in_place:
-                slot = self._notice_slot(scope, decisions, stats)
-                view.insert(len(scope.systems) + slot, reminder)
-            else:
-                view.append(reminder)
-            tokens += reminder_tokens
+        view, tokens = self.composer.compose(scope, decisions, stats, body)
         return view, tokens, body
-
-    def _shows_notice(self, scope: Scope, decisions: Decisions) -> bool:
-        c = self.config
-        return c.compaction_notice_enabled and not decisions.empty and (
-            decisions.level >= c.compaction_notice_min_level
-            and (scope.open_tail is None or self._in_place))  # fmt: skip
-
-    @property
-    def _in_place(self) -> bool:
-        return self.config.compaction_notice_placement == "in_place"
-
-    def _notice_slot(self, scope: Scope, decisions: Decisions, stats: CompactionStats) -> int:
-        """Where the in-place notice goes in the body: before the first message rendered
-        from the first position the latest escalation reduced (``notice_boundary``).
-
-        Everything before that point is rendered exactly as the history has it, so the slot
-        and the notice stay put until the next escalation: consecutive requests then start
-        with the previous one whole. The slot is a boundary between whole tool rounds, so the
-        notice never separates a call from its results.
-        """
-        shown = decisions.without(scope.retained) if scope.retained else decisions
-        index = self.index
-        key = (index.generation, scope.open_tail)
-        cached = self._slot
-        if cached is not None and cached[0] is shown and cached[1] is stats and cached[2] == key:
-            return cached[3]
-        boundary = notice_boundary(shown, stats, len(index.facts))
-        if scope.open_tail is not None:
-            # The call still being executed stays last: the notice never follows it.
-            boundary = min(boundary, scope.open_tail)
-        slot = len(
-            render_range(
-                index,
-                shown,
-                0,
-                boundary,
-                open_tail=scope.open_tail,
-                keep_chars=self.config.truncate_chars,
-            ).messages
-        )
-        self._slot = (shown, stats, key, slot)
-        return slot
-
-    def _notice_for(
-        self, stats: CompactionStats, decisions: Decisions
-    ) -> tuple[Mapping[str, Any], int]:
-        """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
-        figures = notice_figures(stats, decisions)
-        key = (figures, self.config.compaction_notice_verbosity, self.index.family)
-        cached = self._notice
-        if cached is None or cached[0] != key:
-            message = notice_message(figures, self.config.compaction_notice_verbosity)
-            cached = self._notice = (key, message, self.index.estimate(message))
-        return cached[1], cached[2]
 
     # ---------------------------------------------------------------- the passes in order
 
@@ -458,7 +329,7 @@ class Planner:
             before = (view_tokens, len(view))  # the view as it would go out, notice included
             previous, decisions = start, step.decisions
             body = self.render(scope, decisions)
-            stats = self.statistics(
+            stats = self.composer.statistics(
                 scope,
                 step,
                 previous,
@@ -498,46 +369,6 @@ def _crowded(budget: Budget, target_usage: float) -> bool:
 def _real_budget(budget: Budget, meter_stats: MeterStats) -> int:
     """The budget in the units the plan compares: a reading's when the trigger uses one."""
     return budget.request_budget if meter_stats.source == "actual" else budget.effective_budget
-
-
-def request_plan(
-    scope: Scope,
-    entry: Decisions,
-    *,
-    view: list[Mapping[str, Any]],
-    view_tokens: int,
-    step: Step | None,
-    stats: CompactionStats | None,
-    meter_stats: MeterStats,
-    repaired: list[str],
-    size_model: SizeModel,
-    covered: int,
-    stuck: bool = False,
-    real_budget: int | None = None,
-    crowded: bool = False,
-    rebased: bool = False,
-) -> RequestPlan:
-    """The one constructor of a plan: what it may replace and when comes from the scope."""
-    return RequestPlan(
-        budget=scope.budget,
-        view=view,
-        view_tokens=view_tokens,
-        decisions=entry if step is None else step.decisions,
-        escalated=step,
-        stats=stats if step is not None else None,
-        meter_stats=meter_stats,
-        usable_budget=scope.usable,
-        base=entry,
-        epoch=scope.epoch,
-        system_tokens=scope.system_tokens,
-        repaired=repaired,
-        size_model=size_model,
-        covered=covered,
-        stuck=stuck,
-        real_budget=scope.budget.effective_budget if real_budget is None else real_budget,
-        crowded=crowded,
-        rebased=rebased,
-    )
 
 
 def _measured_figures(stats: MeterStats) -> tuple[int | None, int | None]:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from . import _events as events
-from ._budget import Budget, BudgetEventGate
+from ._budget import Budget
+from ._budget_gate import BudgetEventGate
 from ._catch_up import catch_up
 from ._decisions import NO_DECISIONS, CompactionStats, Decisions
 from ._diagnostics import Diagnostics

@@ -1,0 +1,186 @@
+"""Passes 6 and 7 of the request pipeline (``_planner``): the statistics of an escalation and
+the view that states them, composed with the compaction notice.
+
+**statistics** - the figures of an escalation (before, after, target, what was relaxed), the
+notice's own tokens included. **compose** - systems, body and notice: at the end, or in place
+at the slot before the first position the latest escalation reduced.
+
+The composer owns the notice's caches: the longest notice's cost, the notice itself while it
+reads the same (consecutive views then share it by identity, and it is estimated once) and the
+in-place slot while the decisions and the history stay the same. It never reads or writes
+session state.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Composer"]
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ._config import ContextConfig
+from ._decisions import CompactionStats, Decisions
+from ._history import HistoryIndex
+from ._ladder import Step
+from ._plan import Scope
+from ._render import (
+    NoticeFigures,
+    RenderResult,
+    notice_boundary,
+    notice_figures,
+    notice_message,
+    render_range,
+)
+from ._timing import Timing, thinking_after
+
+
+class Composer:
+    """Statistics and composition over one history index with one configuration."""
+
+    def __init__(self, config: ContextConfig, index: HistoryIndex) -> None:
+        self.config = config
+        self.index = index
+        self._notice_cost_cache: tuple[object, int] = (None, 0)
+        # The notice, kept while what it states is the same (its figures come only from sticky
+        # state): consecutive views then share it by identity, and it is estimated once.
+        self._notice: tuple[object, Mapping[str, Any], int] | None = None
+        # The in-place notice's slot, while the decisions and the history stay the same.
+        self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
+
+    def notice_cost(self) -> int:
+        """Tokens the longest notice this history could get takes (0 with notices off)."""
+        config = self.config
+        if not config.compaction_notice_enabled:
+            return 0
+        size = len(self.index.facts)
+        key = (len(str(size + 1000)), config.compaction_notice_verbosity, self.index.family)
+        if self._notice_cost_cache[0] != key:
+            largest = NoticeFigures.largest(size)
+            cost = max(
+                self.index.estimate(notice_message(figures, config.compaction_notice_verbosity))
+                for figures in (largest, replace(largest, relaxed=False))
+            )
+            self._notice_cost_cache = (key, cost)
+        return self._notice_cost_cache[1]
+
+    def statistics(
+        self,
+        scope: Scope,
+        step: Step,
+        previous: Decisions,
+        *,
+        before: tuple[int, int],
+        after: RenderResult,
+        target: int,
+        measured: tuple[int | None, int | None] = (None, None),
+        timing: Timing | None = None,
+    ) -> CompactionStats:
+        """The figures of one escalation (with the notice compose adds); ``after``: the body."""
+        config = self.config
+        decisions = step.decisions
+        changed = itertools.chain(
+            decisions.removed - previous.removed,
+            set(decisions.truncated) - set(previous.truncated),
+            set(decisions.stubbed) - set(previous.stubbed),
+        )
+        edit = min(changed, default=len(self.index.facts))
+        stats = CompactionStats.of_escalation(
+            step.decisions,
+            previous,
+            level=step.level,
+            before=before,
+            after=(scope.system_tokens + after.tokens, len(scope.systems) + len(after.messages)),
+            systems=len(scope.systems),
+            budget=scope.usable,
+            target=target,
+            protected_recent=config.protected_recent,
+            protected_tool_results=config.protected_tool_results,
+            history_messages=len(self.index.facts),
+            relaxed=(step.results_shortened, step.groups_removed),
+            measured_tokens=measured[0],
+            overhead_tokens=measured[1],
+            reason=None if timing is None else timing.reason,
+            at_turn_start=timing is not None and timing.moment.turn_start,
+            thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
+        )
+        if not self._shows_notice(scope, step.decisions):
+            return stats
+        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
+
+    def compose(
+        self,
+        scope: Scope,
+        decisions: Decisions,
+        stats: CompactionStats | None,
+        body: RenderResult,
+    ) -> tuple[list[Mapping[str, Any]], int]:
+        """The notice-inclusive view for ``decisions`` over its rendered ``body``, and its
+        estimate."""
+        view = [*scope.systems, *body.messages]
+        tokens = scope.system_tokens + body.tokens
+        if stats is not None and self._shows_notice(scope, decisions):
+            reminder, reminder_tokens = self._notice_for(stats, decisions)
+            if self.in_place:
+                slot = self._notice_slot(scope, decisions, stats)
+                view.insert(len(scope.systems) + slot, reminder)
+            else:
+                view.append(reminder)
+            tokens += reminder_tokens
+        return view, tokens
+
+    def _shows_notice(self, scope: Scope, decisions: Decisions) -> bool:
+        c = self.config
+        return c.compaction_notice_enabled and not decisions.empty and (
+            decisions.level >= c.compaction_notice_min_level
+            and (scope.open_tail is None or self.in_place))  # fmt: skip
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the notice goes in place (at its slot) rather than at the end."""
+        return self.config.compaction_notice_placement == "in_place"
+
+    def _notice_slot(self, scope: Scope, decisions: Decisions, stats: CompactionStats) -> int:
+        """Where the in-place notice goes in the body: before the first message rendered
+        from the first position the latest escalation reduced (``notice_boundary``).
+
+        Everything before that point is rendered exactly as the history has it, so the slot
+        and the notice stay put until the next escalation: consecutive requests then start
+        with the previous one whole. The slot is a boundary between whole tool rounds, so the
+        notice never separates a call from its results.
+        """
+        shown = decisions.without(scope.retained) if scope.retained else decisions
+        index = self.index
+        key = (index.generation, scope.open_tail)
+        cached = self._slot
+        if cached is not None and cached[0] is shown and cached[1] is stats and cached[2] == key:
+            return cached[3]
+        boundary = notice_boundary(shown, stats, len(index.facts))
+        if scope.open_tail is not None:
+            # The call still being executed stays last: the notice never follows it.
+            boundary = min(boundary, scope.open_tail)
+        slot = len(
+            render_range(
+                index,
+                shown,
+                0,
+                boundary,
+                open_tail=scope.open_tail,
+                keep_chars=self.config.truncate_chars,
+            ).messages
+        )
+        self._slot = (shown, stats, key, slot)
+        return slot
+
+    def _notice_for(
+        self, stats: CompactionStats, decisions: Decisions
+    ) -> tuple[Mapping[str, Any], int]:
+        """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
+        figures = notice_figures(stats, decisions)
+        key = (figures, self.config.compaction_notice_verbosity, self.index.family)
+        cached = self._notice
+        if cached is None or cached[0] != key:
+            message = notice_message(figures, self.config.compaction_notice_verbosity)
+            cached = self._notice = (key, message, self.index.estimate(message))
+        return cached[1], cached[2]
