@@ -24,6 +24,7 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions
 from ._history import HistoryIndex
 from ._ladder import Step
+from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
     NoticeFigures,
@@ -160,18 +161,35 @@ class Composer:
         if scope.open_tail is not None:
             # The call still being executed stays last: the notice never follows it.
             boundary = min(boundary, scope.open_tail)
-        slot = len(
-            render_range(
-                index,
-                shown,
-                0,
-                boundary,
-                open_tail=scope.open_tail,
-                keep_chars=self.config.truncate_chars,
-            ).messages
-        )
+        before = self._rendered_before(scope, shown, boundary)
+        opening = self._active_turn_start()
+        if boundary > opening and before and _is_answer(before[-1]):
+            # Right after an answer the notice would be a user turn of its own inside the
+            # active turn: the provider would read the active turn as starting after it (and,
+            # with thinking on, refuse the answer after it). It joins the user turn that opens
+            # the active turn instead.
+            before = self._rendered_before(scope, shown, opening)
+        slot = len(before)
         self._slot = (shown, stats, key, slot)
         return slot
+
+    def _rendered_before(
+        self, scope: Scope, shown: Decisions, boundary: int
+    ) -> list[Mapping[str, Any]]:
+        return render_range(
+            self.index,
+            shown,
+            0,
+            boundary,
+            open_tail=scope.open_tail,
+            keep_chars=self.config.truncate_chars,
+        ).messages
+
+    def _active_turn_start(self) -> int:
+        """The first position of the user turn that opens the active turn (0: the active turn
+        opens the conversation), as the turn rule reads the history."""
+        anchor = self.index.turns.active().anchor
+        return anchor[0] if anchor else 0
 
     def _notice_for(
         self, stats: CompactionStats, decisions: Decisions
@@ -184,3 +202,8 @@ class Composer:
             message = notice_message(figures, self.config.compaction_notice_verbosity)
             cached = self._notice = (key, message, self.index.estimate(message))
         return cached[1], cached[2]
+
+
+def _is_answer(message: Mapping[str, Any]) -> bool:
+    """An assistant message that makes no call: a user message after it starts a turn."""
+    return message.get("role") == "assistant" and not call_ids(message)

@@ -22,6 +22,7 @@ from hypothesis import given
 from amplifier_module_context_simple import (
     ContextConfig,
     SimpleContextManager,
+    check_view,
     estimate_message_tokens,
     mount,
 )
@@ -29,6 +30,7 @@ from amplifier_module_context_simple._timing import moment_of
 
 from .cli_runs import run, run_json
 from .conftest import CORPUS_DIR
+from .provider_rules import provider_violations
 from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 
 BUDGET = 8_000
@@ -518,3 +520,26 @@ async def test_the_providers_thinking_events_are_counted_in_the_meter_stats() ->
     await cleanup()
     await hooks.emit("provider:thinking_blocks_dropped", {"count": 7})
     assert manager.token_meter_stats["thinking_blocks_dropped"] == 5, "cleanup unregisters"
+
+
+async def test_the_notice_never_opens_a_user_turn_inside_the_active_turn() -> None:
+    """A history with no prompt: the active turn opens the conversation with thinking. A notice
+    placed right after an answer inside it would be read as the user turn the active turn
+    starts after, and the answer after it has no thinking (Anthropic refuses it); the notice
+    joins the user turn that opens the active turn instead (here: it goes first)."""
+    manager = SimpleContextManager()
+    thinking = {"type": "thinking", "thinking": "", "signature": "sig"}
+    for message in (
+        {"role": "assistant", "content": [thinking]},
+        {"role": "assistant", "content": ""},
+        {"role": "assistant", "content": ""},
+    ):
+        await manager.add_message(message)
+    logging.disable(logging.WARNING)
+    try:
+        view = await manager.get_messages_for_request(token_budget=40)
+    finally:
+        logging.disable(logging.NOTSET)
+    assert provider_violations(view) == []
+    assert check_view(view, history=manager.messages) == []
+    assert (view[0].get("metadata") or {}).get("source") == "context-compaction"
