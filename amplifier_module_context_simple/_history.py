@@ -201,7 +201,9 @@ class HistoryIndex:
             # A call that views already showed as interrupted just got its result: the
             # rendered prefix that holds its placeholder is out of date.
             self.generation += 1
-        if index not in self.pairing.orphans:
+        # What is not sent takes no part in the turns a provider reads: an orphan result, a
+        # row kept for display only.
+        if index not in self.pairing.orphans and not fact.display_only:
             self.turns.feed(
                 index, part_of(fact.role, result=fact.tool_result, calls=bool(fact.calls))
             )
