@@ -28,8 +28,8 @@ from amplifier_module_context_simple.replay.cache_simulation import (
     SimRequest,
     simulate,
 )
-from amplifier_module_context_simple.replay.example_session import generate_session
-from amplifier_module_context_simple.replay.transcripts import load_transcript
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.transcripts import load_transcript
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "tail notice (the spec), reserve 800, target 0.5": {"compaction_notice_placement": "tail"},

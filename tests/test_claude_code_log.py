@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from amplifier_module_context_simple.replay.claude_code_log import (
+from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.recordings.claude_code_log import (
     LoadedLog,
     load_claude_code_log,
 )
-from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.transcripts import TranscriptError
+from amplifier_module_context_simple.replay.recordings.transcripts import TranscriptError
 
 from .cli_runs import run, run_json
 from .provider_rules import anthropic_violations, call_shape_violations, host_violations

@@ -20,7 +20,7 @@ from amplifier_module_context_simple.replay import engine as engine_module
 from amplifier_module_context_simple.replay import inputs as inputs_module
 from amplifier_module_context_simple.replay.engine import ReplayError, replay
 from amplifier_module_context_simple.replay.host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN
-from amplifier_module_context_simple.replay.transcripts import LoadedTranscript
+from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 
 from . import json_doc
 from .cli_runs import run, run_json

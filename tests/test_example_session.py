@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from amplifier_core.message_models import Message
 
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 
 def _size(message: dict[str, Any]) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from amplifier_module_context_simple.replay.transcripts import ACCEPTED_LAYOUTS
+from amplifier_module_context_simple.replay.recordings.transcripts import ACCEPTED_LAYOUTS
 
 from .cli_runs import run, run_json
 from .test_claude_code_log import Log, text, usage_of

@@ -23,7 +23,7 @@ from amplifier_module_context_simple.replay.payload import (
     transcript_breakdown,
 )
 from amplifier_module_context_simple.replay.payload_match import align, text_match
-from amplifier_module_context_simple.replay.session_dir import read_session
+from amplifier_module_context_simple.replay.recordings.session_dir import read_session
 from amplifier_module_context_simple.replay.window_tables import render_window
 
 from .session_payloads import SESSION_DIR, recorded, transcript

@@ -20,15 +20,19 @@ from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay.engine import replay
-from amplifier_module_context_simple.replay.known_windows import KNOWN_WINDOWS, is_on, known_window
-from amplifier_module_context_simple.replay.report import ReplayReport
-from amplifier_module_context_simple.replay.session_dir import (
+from amplifier_module_context_simple.replay.recordings.known_windows import (
+    KNOWN_WINDOWS,
+    is_on,
+    known_window,
+)
+from amplifier_module_context_simple.replay.recordings.session_dir import (
     RecordedUsage,
     SessionError,
     find_session,
     read_session,
     system_text,
 )
+from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.settings_text import render_settings
 

@@ -19,8 +19,8 @@ from amplifier_module_context_simple import SimpleContextManager, estimate_messa
 from amplifier_module_context_simple._invariants import ViewChecker, shared_start
 from amplifier_module_context_simple._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 from amplifier_module_context_simple.replay.drops import DropTracker
-from amplifier_module_context_simple.replay.example_session import generate_session
 from amplifier_module_context_simple.replay.host_check import HostModelCheck
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 from amplifier_module_context_simple.replay.view_tally import ViewTally
 
 Step = tuple[list[dict[str, Any]], list[dict[str, Any]], int]

@@ -18,6 +18,7 @@ from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay import inputs as inputs_module
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.findings_output import render_sweep
+from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 from amplifier_module_context_simple.replay.simulation import Window
 from amplifier_module_context_simple.replay.sweep import (
     MAX_ROWS,
@@ -28,7 +29,6 @@ from amplifier_module_context_simple.replay.sweep import (
     settings,
     sweep,
 )
-from amplifier_module_context_simple.replay.transcripts import LoadedTranscript
 
 from .conftest import CORPUS_DIR
 from .test_drops import session

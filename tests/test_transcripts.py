@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from amplifier_core.message_models import Message, ToolCall
 
-from amplifier_module_context_simple.replay.example_session import generate_session
-from amplifier_module_context_simple.replay.transcripts import (
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.transcripts import (
     RAW_ARGUMENTS_KEY,
     LineError,
     LoadedTranscript,

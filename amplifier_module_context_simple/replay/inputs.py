@@ -25,19 +25,27 @@ from typing import Any
 import typer
 
 from .. import ContextConfig
-from .claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
-from .claude_code_log import (
+from .config_options import build_config
+from .errors import CliError, one_line
+from .recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
+from .recordings.claude_code_log import (
     LoadedLog,
     is_claude_code_log,
     load_claude_code_log,
     looks_like_claude_code_log,
     parse_claude_code_log,
 )
-from .config_options import build_config
-from .conversations import CONVERSATION_FLAG, is_conversation_file, load_conversation
-from .errors import CliError, one_line
-from .example_session import generate_session
-from .locate import locate, not_found_text
+from .recordings.conversations import CONVERSATION_FLAG, is_conversation_file, load_conversation
+from .recordings.example_session import generate_session
+from .recordings.locate import locate, not_found_text
+from .recordings.session_dir import (
+    RecordedRequest,
+    RecordedSession,
+    SessionError,
+    find_session,
+    read_session,
+)
+from .recordings.transcripts import LineError, TranscriptError, load_transcript
 from .rework import (
     FROM_EVENTS,
     FROM_LOG,
@@ -46,16 +54,8 @@ from .rework import (
     find_rework,
     log_compactions,
 )
-from .session_dir import (
-    RecordedRequest,
-    RecordedSession,
-    SessionError,
-    find_session,
-    read_session,
-)
 from .session_settings import describe_settings, resolve_settings
 from .simulation import EXAMPLE_WINDOW, Window, build_window
-from .transcripts import LineError, TranscriptError, load_transcript
 
 __all__ = [
     "EXAMPLE_MESSAGES",

@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from .. import SimpleContextManager
 from .._usage import parse_usage_reading
+from .recordings.session_dir import RecordedRequest, system_text
 from .report import ReplayReport
-from .session_dir import RecordedRequest, system_text
 
 __all__ = ["RecordedFeed"]
 

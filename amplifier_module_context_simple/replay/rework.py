@@ -26,10 +26,10 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .._messages import result_ids
-from .claude_code_log import LoadedLog
 from .drops import calls_made, main_argument
 from .pricing import CacheCounts, prices_for
-from .session_dir import read_events
+from .recordings.claude_code_log import LoadedLog
+from .recordings.session_dir import read_events
 
 __all__ = [
     "FROM_EVENTS",

@@ -38,7 +38,7 @@ from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
 from .log_cache import MessagesCacheTracker
 from .payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
-from .session_dir import RecordedRequest
+from .recordings.session_dir import RecordedRequest
 from .view import is_notice
 
 __all__ = [

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..errors import CliError
 from .claude_code_log import is_claude_code_log
-from .errors import CliError
 from .session_dir import EVENTS_NAME, SESSIONS_GLOB, SessionError, find_session
 from .transcripts import ACCEPTED_LAYOUTS, TRANSCRIPT_NAME
 
