@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.payload import (
+from amplifier_module_context_simple.replay.payloads.payload import (
     UsageComparison,
     breakdown,
     compare,
     transcript_breakdown,
 )
-from amplifier_module_context_simple.replay.payload_match import align, text_match
+from amplifier_module_context_simple.replay.payloads.payload_match import align, text_match
 from amplifier_module_context_simple.replay.recordings.session_dir import read_session
 from amplifier_module_context_simple.replay.window_tables import render_window
 

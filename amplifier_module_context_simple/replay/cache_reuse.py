@@ -33,8 +33,8 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .._render import STUB_TEMPLATE, TRUNCATION_MARKER
-from .payload import usage_figure
-from .payload_match import (
+from .payloads.payload import usage_figure
+from .payloads.payload_match import (
     INJECTION_TAG,
     Alignment,
     align,

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import estimate_message_tokens
 from .cache_reuse import COMPACTION, EDIT, CacheReport, CacheRequest, Difference
-from .payload import usage_figure
+from .payloads.payload import usage_figure
 from .pricing import prices_for, recorded_counts
 
 __all__ = ["MessagesCacheTracker"]

@@ -37,7 +37,7 @@ from typing import Any
 from .. import estimate_message_tokens
 from .cache_reuse import CacheReport, CacheTracker
 from .log_cache import MessagesCacheTracker
-from .payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
+from .payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
 from .recordings.session_dir import RecordedRequest
 from .view import is_notice
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from .cache_reuse import CAUSE_MEANINGS, CacheReport, CacheRequest, Difference
-from .payload import UsageComparison, WindowBreakdown
-from .space_parts import Part
+from .payloads.payload import UsageComparison, WindowBreakdown
+from .payloads.space_parts import Part
 from .table_fit import Cell, Column, Note, fit_table
 
 __all__ = ["render_cache", "render_window"]

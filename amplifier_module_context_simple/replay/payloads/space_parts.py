@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
 
-from .. import estimate_message_tokens
-from .._tool_definitions import estimate_tool_definitions, tool_definition
+from ... import estimate_message_tokens
+from ..._tool_definitions import estimate_tool_definitions, tool_definition
 
 __all__ = ["Part", "system_parts", "tool_parts"]
 
