@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple.replay.cache_simulation import (
+from amplifier_module_context_simple.replay.provider.cache_simulation import (
     HEAD_AND_END,
     SimRequest,
     simulate,

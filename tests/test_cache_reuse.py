@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from amplifier_module_context_simple.replay.cache_reuse import (
+from amplifier_module_context_simple.replay.provider.cache_reuse import (
     COMPACTION,
     EDIT,
     INJECTION_MOVED,

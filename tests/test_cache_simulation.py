@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.replay.cache_reuse import digest
-from amplifier_module_context_simple.replay.cache_simulation import (
+from amplifier_module_context_simple.replay.provider.cache_reuse import digest
+from amplifier_module_context_simple.replay.provider.cache_simulation import (
     HEAD_AND_END,
     CacheSimulator,
     SimRequest,
     simulate,
 )
-from amplifier_module_context_simple.replay.pricing import (
+from amplifier_module_context_simple.replay.provider.pricing import (
     NO_TOKENS,
     CacheCounts,
     prices_for,

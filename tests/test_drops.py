@@ -37,7 +37,7 @@ from amplifier_module_context_simple.replay.findings_output import (
     render_drops,
     render_left_out,
 )
-from amplifier_module_context_simple.replay.simulation import SimulatedProvider, Window
+from amplifier_module_context_simple.replay.provider.simulation import SimulatedProvider, Window
 
 TOOLS = ("read_file", "bash", "grep")
 runner = CliRunner()

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig
-from amplifier_module_context_simple.replay.cache_reuse import CAUSES
 from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.inputs import SharedOptions, prepare
+from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSES
 from amplifier_module_context_simple.replay.report import SCHEMA_VERSION
 from amplifier_module_context_simple.replay.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.sweep import SWEPT_KEYS

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.replay.pricing import (
+from amplifier_module_context_simple.replay.provider.pricing import (
     DEFAULT_PRICES,
     PRICE_TABLE,
     CacheCounts,

@@ -16,6 +16,7 @@ from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig, SimpleC
 from amplifier_module_context_simple.replay import engine as engine_module
 from amplifier_module_context_simple.replay.cli import CHECK_FAILED, app
 from amplifier_module_context_simple.replay.findings_output import render_refusals
+from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.refusals import (
     STORM_MIN,
     STREAK_MIN,
@@ -23,7 +24,6 @@ from amplifier_module_context_simple.replay.refusals import (
     longest_run,
 )
 from amplifier_module_context_simple.replay.report import ReplayReport, RequestRecord
-from amplifier_module_context_simple.replay.simulation import Window
 
 from .conftest import CORPUS_DIR
 

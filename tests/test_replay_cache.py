@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from amplifier_module_context_simple import estimate_message_tokens
-from amplifier_module_context_simple.replay.replay_cache import ReplayCache
+from amplifier_module_context_simple.replay.provider.replay_cache import ReplayCache
 
 from .cli_runs import run_json
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.evidence_output import render_evidence
-from amplifier_module_context_simple.replay.pricing import prices_for
+from amplifier_module_context_simple.replay.provider.pricing import prices_for
 from amplifier_module_context_simple.replay.recordings.claude_code_log import load_claude_code_log
 from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.rework import (

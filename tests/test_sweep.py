@@ -18,8 +18,8 @@ from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay import inputs as inputs_module
 from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.findings_output import render_sweep
+from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
-from amplifier_module_context_simple.replay.simulation import Window
 from amplifier_module_context_simple.replay.sweep import (
     MAX_ROWS,
     SHARE_OF_BUDGET,

@@ -23,9 +23,9 @@ from amplifier_module_context_simple.replay.cli import app
 from amplifier_module_context_simple.replay.config_options import config_option_specs
 from amplifier_module_context_simple.replay.engine import ReplayOutcome, replay
 from amplifier_module_context_simple.replay.output import render_report, render_view
+from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 from amplifier_module_context_simple.replay.report import ReplayReport
-from amplifier_module_context_simple.replay.simulation import Window
 from amplifier_module_context_simple.replay.view import describe_view
 
 runner = CliRunner()

@@ -39,7 +39,6 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
-from .cache_reuse import CacheReport
 from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
@@ -56,6 +55,7 @@ from .json_text import json_text
 from .options import FlagsBare, bare_flags, shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
+from .provider.cache_reuse import CacheReport
 from .records import not_recorded_check_text
 from .refusals import assess
 from .report import SCHEMA_VERSION

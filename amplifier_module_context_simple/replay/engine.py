@@ -38,15 +38,15 @@ from .drops import DropTracker
 from .evidence import EvidenceTracker
 from .given_overhead import stand_in_definitions
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
+from .provider.replay_cache import ReplayCache
+from .provider.simulation import SimulatedProvider, Window
 from .recorded_feed import RecordedFeed
 from .recordings.session_dir import RecordedRequest
 from .records import request_budget
 from .refusals import repair_kind
-from .replay_cache import ReplayCache
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .session_analysis import WindowAnalysis
 from .session_settings import add_budget_setting
-from .simulation import SimulatedProvider, Window
 from .view import is_notice
 from .view_tally import ViewTally
 

@@ -27,6 +27,7 @@ import typer
 from .. import ContextConfig
 from .config_options import build_config
 from .errors import CliError, one_line
+from .provider.simulation import EXAMPLE_WINDOW, Window, build_window
 from .recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
 from .recordings.claude_code_log import (
     LoadedLog,
@@ -55,7 +56,6 @@ from .rework import (
     log_compactions,
 )
 from .session_settings import describe_settings, resolve_settings
-from .simulation import EXAMPLE_WINDOW, Window, build_window
 
 __all__ = [
     "EXAMPLE_MESSAGES",

@@ -21,8 +21,8 @@ from typer.core import TyperCommand
 
 from .config_options import config_option_specs
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
+from .provider.simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
 from .recordings.transcripts import ACCEPTED_LAYOUTS
-from .simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
 
 __all__ = ["FlagsBare", "bare_flags", "shared_options"]
 

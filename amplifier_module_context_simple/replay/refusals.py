@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from .provider.simulation import Window
 from .records import RequestRecord
-from .simulation import Window
 
 __all__ = [
     "STORM_MIN",

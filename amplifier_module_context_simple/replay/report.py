@@ -48,16 +48,16 @@ from operator import attrgetter
 from typing import Any
 
 from .. import ContextConfig
-from .cache_reuse import CacheReport
 from .drops import Drop
 from .evidence import EvidenceRecord, by_compaction, kept_share
 from .host_check import HOST_CHECK_RUN
+from .provider.cache_reuse import CacheReport
+from .provider.replay_cache import SimulatedCost
+from .provider.simulation import Window
 from .records import CompactionRecord, RequestRecord
 from .refusals import assess
-from .replay_cache import SimulatedCost
 from .rework import Rework
 from .session_analysis import WindowEntry, cache_json
-from .simulation import Window
 
 __all__ = ["SCHEMA_VERSION", "CompactionRecord", "ReplayReport", "RequestRecord"]
 

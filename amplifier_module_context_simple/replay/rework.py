@@ -27,7 +27,7 @@ from typing import Any
 from .. import estimate_message_tokens
 from .._messages import result_ids
 from .drops import calls_made, main_argument
-from .pricing import CacheCounts, prices_for
+from .provider.pricing import CacheCounts, prices_for
 from .recordings.claude_code_log import LoadedLog
 from .recordings.session_dir import read_events
 

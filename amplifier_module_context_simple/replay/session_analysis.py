@@ -35,9 +35,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import estimate_message_tokens
-from .cache_reuse import CacheReport, CacheTracker
-from .log_cache import MessagesCacheTracker
 from .payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
+from .provider.cache_reuse import CacheReport, CacheTracker
+from .provider.log_cache import MessagesCacheTracker
 from .recordings.session_dir import RecordedRequest
 from .view import is_notice
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from .. import ContextConfig
 from .engine import replay
+from .provider.simulation import Window
 from .refusals import assess
 from .report import ReplayReport
-from .simulation import Window
 
 __all__ = [
     "MAX_ROWS",

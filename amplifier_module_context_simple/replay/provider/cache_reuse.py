@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import estimate_message_tokens
-from .._render import STUB_TEMPLATE, TRUNCATION_MARKER
-from .payloads.payload import usage_figure
-from .payloads.payload_match import (
+from ... import estimate_message_tokens
+from ..._render import STUB_TEMPLATE, TRUNCATION_MARKER
+from ..payloads.payload import usage_figure
+from ..payloads.payload_match import (
     INJECTION_TAG,
     Alignment,
     align,

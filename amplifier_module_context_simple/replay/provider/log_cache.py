@@ -20,9 +20,9 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import estimate_message_tokens
+from ... import estimate_message_tokens
+from ..payloads.payload import usage_figure
 from .cache_reuse import COMPACTION, EDIT, CacheReport, CacheRequest, Difference
-from .payloads.payload import usage_figure
 from .pricing import prices_for, recorded_counts
 
 __all__ = ["MessagesCacheTracker"]

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import estimate_message_tokens
+from ... import estimate_message_tokens
 from .cache_simulation import (
     DEFAULT_LIFETIME,
     EVERY_MESSAGE,

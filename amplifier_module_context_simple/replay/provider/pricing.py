@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .payloads.payload import usage_figure
+from ..payloads.payload import usage_figure
 
 __all__ = [
     "DEFAULT_PRICES",
