@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.drops import (
+from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.findings.drops import (
     ARGUMENT_CHARS,
     LEFT,
     RESTORED,
@@ -31,7 +32,6 @@ from amplifier_module_context_simple.replay.drops import (
     main_argument,
     tool_names,
 )
-from amplifier_module_context_simple.replay.engine import replay
 from amplifier_module_context_simple.replay.findings_output import (
     DROP_ROWS,
     render_drops,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from amplifier_module_context_simple._render import NOTICE_SOURCE
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.evidence import (
+from amplifier_module_context_simple.replay.findings.evidence import (
     EvidenceRecord,
     EvidenceTracker,
     by_compaction,

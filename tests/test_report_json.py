@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay.drops import Drop
+from amplifier_module_context_simple.replay.findings.drops import Drop
 from amplifier_module_context_simple.replay.report import (
     ReplayReport,
     RequestRecord,

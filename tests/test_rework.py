@@ -12,10 +12,7 @@ from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.evidence_output import render_evidence
-from amplifier_module_context_simple.replay.provider.pricing import prices_for
-from amplifier_module_context_simple.replay.recordings.claude_code_log import load_claude_code_log
-from amplifier_module_context_simple.replay.report import ReplayReport
-from amplifier_module_context_simple.replay.rework import (
+from amplifier_module_context_simple.replay.findings.rework import (
     FROM_EVENTS,
     FROM_LOG,
     RepeatedCall,
@@ -24,6 +21,9 @@ from amplifier_module_context_simple.replay.rework import (
     find_rework,
     log_compactions,
 )
+from amplifier_module_context_simple.replay.provider.pricing import prices_for
+from amplifier_module_context_simple.replay.recordings.claude_code_log import load_claude_code_log
+from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.row_caps import COMPACTION_ROWS
 
 from .cli_runs import run, run_json

@@ -39,10 +39,12 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
-from .drops import drops_at, explain
 from .engine import ReplayError, ReplayOutcome, replay
 from .errors import CliError, one_line
 from .evidence_output import render_evidence
+from .findings.drops import drops_at, explain
+from .findings.records import not_recorded_check_text
+from .findings.refusals import assess
 from .findings_output import (
     render_drops,
     render_left_out,
@@ -56,8 +58,6 @@ from .options import FlagsBare, bare_flags, shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .provider.cache_reuse import CacheReport
-from .records import not_recorded_check_text
-from .refusals import assess
 from .report import SCHEMA_VERSION
 from .setting_checks import warn_settings
 from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings

@@ -27,6 +27,14 @@ import typer
 from .. import ContextConfig
 from .config_options import build_config
 from .errors import CliError, one_line
+from .findings.rework import (
+    FROM_EVENTS,
+    FROM_LOG,
+    Rework,
+    events_compactions,
+    find_rework,
+    log_compactions,
+)
 from .provider.simulation import EXAMPLE_WINDOW, Window, build_window
 from .recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
 from .recordings.claude_code_log import (
@@ -47,14 +55,6 @@ from .recordings.session_dir import (
     read_session,
 )
 from .recordings.transcripts import LineError, TranscriptError, load_transcript
-from .rework import (
-    FROM_EVENTS,
-    FROM_LOG,
-    Rework,
-    events_compactions,
-    find_rework,
-    log_compactions,
-)
 from .session_settings import describe_settings, resolve_settings
 
 __all__ = [

@@ -16,9 +16,9 @@ from rich.markup import escape
 from .budget_text import budget_text, trigger_note
 from .engine import ReplayOutcome
 from .evidence_output import evidence_rows
+from .findings.records import levels_text, not_recorded_text
+from .findings.refusals import assess
 from .host_check import HOST_CHECK_RUN
-from .records import levels_text, not_recorded_text
-from .refusals import assess
 from .report import ReplayReport
 from .row_caps import capped_rows, freed
 from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD

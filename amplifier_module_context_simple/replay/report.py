@@ -48,15 +48,15 @@ from operator import attrgetter
 from typing import Any
 
 from .. import ContextConfig
-from .drops import Drop
-from .evidence import EvidenceRecord, by_compaction, kept_share
+from .findings.drops import Drop
+from .findings.evidence import EvidenceRecord, by_compaction, kept_share
+from .findings.records import CompactionRecord, RequestRecord
+from .findings.refusals import assess
+from .findings.rework import Rework
 from .host_check import HOST_CHECK_RUN
 from .provider.cache_reuse import CacheReport
 from .provider.replay_cache import SimulatedCost
 from .provider.simulation import Window
-from .records import CompactionRecord, RequestRecord
-from .refusals import assess
-from .rework import Rework
 from .session_analysis import WindowEntry, cache_json
 
 __all__ = ["SCHEMA_VERSION", "CompactionRecord", "ReplayReport", "RequestRecord"]

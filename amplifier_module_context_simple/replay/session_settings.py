@@ -26,10 +26,10 @@ from typing import Any
 from .. import ContextConfig
 from .._estimate import family_for_model
 from .config_options import build_config
+from .findings.records import request_budget
 from .provider.simulation import DEFAULT_MAX_OUTPUT, Window
 from .recordings.known_windows import known_window
 from .recordings.session_dir import RecordedSession
-from .records import request_budget
 
 __all__ = [
     "CONTEXT_MODULES",

@@ -23,8 +23,8 @@ from typing import Any
 
 from .. import ContextConfig
 from .engine import replay
+from .findings.refusals import assess
 from .provider.simulation import Window
-from .refusals import assess
 from .report import ReplayReport
 
 __all__ = [

@@ -20,7 +20,7 @@ from .._messages import (
     result_ids,
 )
 from .._render import text_of
-from .drops import PositionIndex, is_notice, tool_names
+from .findings.drops import PositionIndex, is_notice, tool_names
 
 __all__ = ["ViewRow", "describe_view", "is_notice"]
 

@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import estimate_message_tokens
-from .._messages import result_ids
+from ... import estimate_message_tokens
+from ..._messages import result_ids
+from ..provider.pricing import CacheCounts, prices_for
+from ..recordings.claude_code_log import LoadedLog
+from ..recordings.session_dir import read_events
 from .drops import calls_made, main_argument
-from .provider.pricing import CacheCounts, prices_for
-from .recordings.claude_code_log import LoadedLog
-from .recordings.session_dir import read_events
 
 __all__ = [
     "FROM_EVENTS",

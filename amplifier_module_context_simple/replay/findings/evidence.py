@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._render import text_of
+from ..._render import text_of
 from .drops import calls_made, is_notice
 
 __all__ = [

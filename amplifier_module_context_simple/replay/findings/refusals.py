@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from .provider.simulation import Window
+from ..provider.simulation import Window
 from .records import RequestRecord
 
 __all__ = [

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .. import estimate_message_tokens
-from .._invariants import shared_start
-from .._messages import (
+from ... import estimate_message_tokens
+from ..._invariants import shared_start
+from ..._messages import (
     CALL_BLOCK_TYPES,
     REPAIRED_KEY,
     STUBBED_KEY,
@@ -29,7 +29,7 @@ from .._messages import (
     metadata,
     result_ids,
 )
-from .._render import NOTICE_SOURCE, text_of
+from ..._render import NOTICE_SOURCE, text_of
 
 __all__ = [
     "ARGUMENT_CHARS",
