@@ -16,10 +16,13 @@ from typer.testing import Result
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager, check_view
 from amplifier_module_context_simple.replay import cli as cli_module
-from amplifier_module_context_simple.replay import engine as engine_module
 from amplifier_module_context_simple.replay import inputs as inputs_module
-from amplifier_module_context_simple.replay.engine import ReplayError, replay
-from amplifier_module_context_simple.replay.host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN
+from amplifier_module_context_simple.replay.engine import engine as engine_module
+from amplifier_module_context_simple.replay.engine.engine import ReplayError, replay
+from amplifier_module_context_simple.replay.engine.host_check import (
+    HOST_CHECK_NOT_RUN,
+    HOST_CHECK_RUN,
+)
 from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 
 from . import json_doc

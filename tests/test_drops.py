@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.findings.drops import (
     ARGUMENT_CHARS,
     LEFT,

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig
-from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.engine.engine import replay
+from amplifier_module_context_simple.replay.engine.report import SCHEMA_VERSION
+from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
+from amplifier_module_context_simple.replay.engine.sweep import SWEPT_KEYS
 from amplifier_module_context_simple.replay.inputs import SharedOptions, prepare
 from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSES
-from amplifier_module_context_simple.replay.report import SCHEMA_VERSION
-from amplifier_module_context_simple.replay.session_settings import add_budget_setting
-from amplifier_module_context_simple.replay.sweep import SWEPT_KEYS
 
 from . import json_doc
 from .cli_runs import run, run_json

@@ -13,8 +13,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig, SimpleContextManager
-from amplifier_module_context_simple.replay import engine as engine_module
 from amplifier_module_context_simple.replay.cli import CHECK_FAILED, app
+from amplifier_module_context_simple.replay.engine import engine as engine_module
+from amplifier_module_context_simple.replay.engine.report import ReplayReport, RequestRecord
 from amplifier_module_context_simple.replay.findings.refusals import (
     STORM_MIN,
     STREAK_MIN,
@@ -23,7 +24,6 @@ from amplifier_module_context_simple.replay.findings.refusals import (
 )
 from amplifier_module_context_simple.replay.findings_output import render_refusals
 from amplifier_module_context_simple.replay.provider.simulation import Window
-from amplifier_module_context_simple.replay.report import ReplayReport, RequestRecord
 
 from .conftest import CORPUS_DIR
 

@@ -15,7 +15,7 @@ import pytest
 import amplifier_module_context_simple as package
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple._config import command_line_option
-from amplifier_module_context_simple.replay.config_options import (
+from amplifier_module_context_simple.replay.engine.config_options import (
     config_option_specs,
 )
 

@@ -7,12 +7,12 @@ from dataclasses import asdict
 from typing import Any
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay.findings.drops import Drop
-from amplifier_module_context_simple.replay.report import (
+from amplifier_module_context_simple.replay.engine.report import (
     ReplayReport,
     RequestRecord,
     _records,  # pyright: ignore[reportPrivateUsage]
 )
+from amplifier_module_context_simple.replay.findings.drops import Drop
 
 
 def _record(request: int, **changes: Any) -> RequestRecord:

@@ -25,7 +25,7 @@ from amplifier_module_context_simple._messages import ORIGINAL_TOKENS_KEY, TRUNC
 from amplifier_module_context_simple._notice import NoticeFigures, notice_message
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.given_overhead import stand_in_definitions
+from amplifier_module_context_simple.replay.engine.given_overhead import stand_in_definitions
 
 from .cli_runs import run, run_json
 from .test_claude_code_log import Log, session_log, text, usage_of, wide

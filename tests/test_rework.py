@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
+from amplifier_module_context_simple.replay.engine.report import ReplayReport
 from amplifier_module_context_simple.replay.evidence_output import render_evidence
 from amplifier_module_context_simple.replay.findings.rework import (
     FROM_EVENTS,
@@ -23,7 +24,6 @@ from amplifier_module_context_simple.replay.findings.rework import (
 )
 from amplifier_module_context_simple.replay.provider.pricing import prices_for
 from amplifier_module_context_simple.replay.recordings.claude_code_log import load_claude_code_log
-from amplifier_module_context_simple.replay.report import ReplayReport
 from amplifier_module_context_simple.replay.row_caps import COMPACTION_ROWS
 
 from .cli_runs import run, run_json

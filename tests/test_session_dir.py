@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.engine.engine import replay
+from amplifier_module_context_simple.replay.engine.report import ReplayReport
+from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.recordings.known_windows import (
     KNOWN_WINDOWS,
     is_on,
@@ -32,8 +34,6 @@ from amplifier_module_context_simple.replay.recordings.session_dir import (
     read_session,
     system_text,
 )
-from amplifier_module_context_simple.replay.report import ReplayReport
-from amplifier_module_context_simple.replay.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.settings_text import render_settings
 
 from .cli_runs import run, run_json

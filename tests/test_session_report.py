@@ -19,10 +19,13 @@ import pytest
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
-from amplifier_module_context_simple.replay.engine import replay
+from amplifier_module_context_simple.replay.engine.engine import replay
+from amplifier_module_context_simple.replay.engine.session_analysis import (
+    BASIS_GIVEN,
+    BASIS_PAYLOAD,
+)
 from amplifier_module_context_simple.replay.plot import window_series
 from amplifier_module_context_simple.replay.recordings.session_dir import read_session
-from amplifier_module_context_simple.replay.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 
 from .cli_runs import run, run_json
 

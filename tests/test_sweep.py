@@ -17,10 +17,7 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay import inputs as inputs_module
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.findings_output import render_sweep
-from amplifier_module_context_simple.replay.provider.simulation import Window
-from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
-from amplifier_module_context_simple.replay.sweep import (
+from amplifier_module_context_simple.replay.engine.sweep import (
     MAX_ROWS,
     SHARE_OF_BUDGET,
     SHARE_OF_WINDOW,
@@ -29,6 +26,9 @@ from amplifier_module_context_simple.replay.sweep import (
     settings,
     sweep,
 )
+from amplifier_module_context_simple.replay.findings_output import render_sweep
+from amplifier_module_context_simple.replay.provider.simulation import Window
+from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 
 from .conftest import CORPUS_DIR
 from .test_drops import session

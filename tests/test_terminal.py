@@ -20,13 +20,13 @@ from typer.testing import CliRunner, Result
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay import cli as cli_module
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.config_options import config_option_specs
-from amplifier_module_context_simple.replay.engine import ReplayOutcome, replay
+from amplifier_module_context_simple.replay.engine.config_options import config_option_specs
+from amplifier_module_context_simple.replay.engine.engine import ReplayOutcome, replay
+from amplifier_module_context_simple.replay.engine.report import ReplayReport
+from amplifier_module_context_simple.replay.engine.view import describe_view
 from amplifier_module_context_simple.replay.output import render_report, render_view
 from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
-from amplifier_module_context_simple.replay.report import ReplayReport
-from amplifier_module_context_simple.replay.view import describe_view
 
 runner = CliRunner()
 SMALL = ["--messages", "160", "--context-window", "40000"]

@@ -39,7 +39,12 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
-from .engine import ReplayError, ReplayOutcome, replay
+from .engine.engine import ReplayError, ReplayOutcome, replay
+from .engine.report import SCHEMA_VERSION
+from .engine.setting_checks import warn_settings
+from .engine.sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
+from .engine.sweep import as_json as sweep_json
+from .engine.view import describe_view
 from .errors import CliError, one_line
 from .evidence_output import render_evidence
 from .findings.drops import drops_at, explain
@@ -58,11 +63,6 @@ from .options import FlagsBare, bare_flags, shared_options
 from .output import render_report, render_view, stdout_console
 from .plot import pyplot_for, write_plot
 from .provider.cache_reuse import CacheReport
-from .report import SCHEMA_VERSION
-from .setting_checks import warn_settings
-from .sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
-from .sweep import as_json as sweep_json
-from .view import describe_view
 
 __all__ = ["CHECK_FAILED", "app", "main"]
 

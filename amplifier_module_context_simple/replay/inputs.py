@@ -25,7 +25,8 @@ from typing import Any
 import typer
 
 from .. import ContextConfig
-from .config_options import build_config
+from .engine.config_options import build_config
+from .engine.session_settings import describe_settings, resolve_settings
 from .errors import CliError, one_line
 from .findings.rework import (
     FROM_EVENTS,
@@ -55,7 +56,6 @@ from .recordings.session_dir import (
     read_session,
 )
 from .recordings.transcripts import LineError, TranscriptError, load_transcript
-from .session_settings import describe_settings, resolve_settings
 
 __all__ = [
     "EXAMPLE_MESSAGES",

@@ -14,17 +14,17 @@ from rich.console import Console, RenderableType
 from rich.markup import escape
 
 from .budget_text import budget_text, trigger_note
-from .engine import ReplayOutcome
+from .engine.engine import ReplayOutcome
+from .engine.host_check import HOST_CHECK_RUN
+from .engine.report import ReplayReport
+from .engine.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
+from .engine.view import ViewRow
 from .evidence_output import evidence_rows
 from .findings.records import levels_text, not_recorded_text
 from .findings.refusals import assess
-from .host_check import HOST_CHECK_RUN
-from .report import ReplayReport
 from .row_caps import capped_rows, freed
-from .session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
 from .settings_text import render_settings
 from .table_fit import Column, fit_table
-from .view import ViewRow
 from .window_report import render_window_report
 
 __all__ = ["render_report", "render_view", "stdout_console"]

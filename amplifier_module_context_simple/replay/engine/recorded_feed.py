@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from .. import SimpleContextManager
-from .._usage import parse_usage_reading
-from .recordings.session_dir import RecordedRequest, system_text
+from ... import SimpleContextManager
+from ..._usage import parse_usage_reading
+from ..recordings.session_dir import RecordedRequest, system_text
 from .report import ReplayReport
 
 __all__ = ["RecordedFeed"]

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .. import ContextConfig
+from ... import ContextConfig
+from ..findings.refusals import assess
+from ..provider.simulation import Window
 from .engine import replay
-from .findings.refusals import assess
-from .provider.simulation import Window
 from .report import ReplayReport
 
 __all__ = [

@@ -30,20 +30,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import ContextConfig, SimpleContextManager, estimate_message_tokens
-from .. import _events as events
-from .._estimate import family_for_model
-from .._invariants import ViewChecker, shared_start
-from .findings.drops import DropTracker
-from .findings.evidence import EvidenceTracker
-from .findings.records import request_budget
-from .findings.refusals import repair_kind
+from ... import ContextConfig, SimpleContextManager, estimate_message_tokens
+from ... import _events as events
+from ..._estimate import family_for_model
+from ..._invariants import ViewChecker, shared_start
+from ..findings.drops import DropTracker
+from ..findings.evidence import EvidenceTracker
+from ..findings.records import request_budget
+from ..findings.refusals import repair_kind
+from ..provider.replay_cache import ReplayCache
+from ..provider.simulation import SimulatedProvider, Window
+from ..recordings.session_dir import RecordedRequest
 from .given_overhead import stand_in_definitions
 from .host_check import HOST_CHECK_NOT_RUN, HOST_CHECK_RUN, HostModelCheck
-from .provider.replay_cache import ReplayCache
-from .provider.simulation import SimulatedProvider, Window
 from .recorded_feed import RecordedFeed
-from .recordings.session_dir import RecordedRequest
 from .report import CompactionRecord, ReplayReport, RequestRecord
 from .session_analysis import WindowAnalysis
 from .session_settings import add_budget_setting

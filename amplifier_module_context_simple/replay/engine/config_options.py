@@ -16,9 +16,9 @@ from dataclasses import MISSING, dataclass, fields
 from types import NoneType, UnionType
 from typing import Any
 
-from .. import ContextConfig
-from .._config import TOKEN_METER_MODES, command_line_option
-from .._estimate import family_for_model
+from ... import ContextConfig
+from ..._config import TOKEN_METER_MODES, command_line_option
+from ..._estimate import family_for_model
 
 __all__ = ["OptionSpec", "build_config", "config_option_specs"]
 

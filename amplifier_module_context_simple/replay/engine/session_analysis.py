@@ -34,11 +34,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import estimate_message_tokens
-from .payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
-from .provider.cache_reuse import CacheReport, CacheTracker
-from .provider.log_cache import MessagesCacheTracker
-from .recordings.session_dir import RecordedRequest
+from ... import estimate_message_tokens
+from ..payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
+from ..provider.cache_reuse import CacheReport, CacheTracker
+from ..provider.log_cache import MessagesCacheTracker
+from ..recordings.session_dir import RecordedRequest
 from .view import is_notice
 
 __all__ = [

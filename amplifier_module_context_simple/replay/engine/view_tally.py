@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import estimate_message_tokens
-from .._invariants import shared_start
-from .._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from ... import estimate_message_tokens
+from ..._invariants import shared_start
+from ..._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 
 __all__ = ["ViewSums", "ViewTally"]
 

@@ -47,16 +47,16 @@ from dataclasses import asdict, dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
-from .. import ContextConfig
-from .findings.drops import Drop
-from .findings.evidence import EvidenceRecord, by_compaction, kept_share
-from .findings.records import CompactionRecord, RequestRecord
-from .findings.refusals import assess
-from .findings.rework import Rework
+from ... import ContextConfig
+from ..findings.drops import Drop
+from ..findings.evidence import EvidenceRecord, by_compaction, kept_share
+from ..findings.records import CompactionRecord, RequestRecord
+from ..findings.refusals import assess
+from ..findings.rework import Rework
+from ..provider.cache_reuse import CacheReport
+from ..provider.replay_cache import SimulatedCost
+from ..provider.simulation import Window
 from .host_check import HOST_CHECK_RUN
-from .provider.cache_reuse import CacheReport
-from .provider.replay_cache import SimulatedCost
-from .provider.simulation import Window
 from .session_analysis import WindowEntry, cache_json
 
 __all__ = ["SCHEMA_VERSION", "CompactionRecord", "ReplayReport", "RequestRecord"]

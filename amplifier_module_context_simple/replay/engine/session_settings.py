@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .. import ContextConfig
-from .._estimate import family_for_model
+from ... import ContextConfig
+from ..._estimate import family_for_model
+from ..findings.records import request_budget
+from ..provider.simulation import DEFAULT_MAX_OUTPUT, Window
+from ..recordings.known_windows import known_window
+from ..recordings.session_dir import RecordedSession
 from .config_options import build_config
-from .findings.records import request_budget
-from .provider.simulation import DEFAULT_MAX_OUTPUT, Window
-from .recordings.known_windows import known_window
-from .recordings.session_dir import RecordedSession
 
 __all__ = [
     "CONTEXT_MODULES",
