@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from amplifier_module_context_simple.replay.output.window_tables import render_cache
 from amplifier_module_context_simple.replay.provider.cache_reuse import (
     COMPACTION,
     EDIT,
@@ -22,7 +23,6 @@ from amplifier_module_context_simple.replay.provider.cache_reuse import (
     digest,
     first_difference,
 )
-from amplifier_module_context_simple.replay.window_tables import render_cache
 
 from .session_payloads import SESSION_DIR, recorded, transcript
 from .test_payload import OUTPUT, PROMPT, REMINDER, TRANSCRIPT, anthropic, call, result, user

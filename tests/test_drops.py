@@ -32,7 +32,7 @@ from amplifier_module_context_simple.replay.findings.drops import (
     main_argument,
     tool_names,
 )
-from amplifier_module_context_simple.replay.findings_output import (
+from amplifier_module_context_simple.replay.output.findings_output import (
     DROP_ROWS,
     render_drops,
     render_left_out,

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.replay.json_text import json_text
+from amplifier_module_context_simple.replay.output.json_text import json_text
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 VALUES = st.recursive(

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.output.window_tables import render_window
 from amplifier_module_context_simple.replay.payloads.payload import (
     UsageComparison,
     breakdown,
@@ -24,7 +25,6 @@ from amplifier_module_context_simple.replay.payloads.payload import (
 )
 from amplifier_module_context_simple.replay.payloads.payload_match import align, text_match
 from amplifier_module_context_simple.replay.recordings.session_dir import read_session
-from amplifier_module_context_simple.replay.window_tables import render_window
 
 from .session_payloads import SESSION_DIR, recorded, transcript
 

@@ -22,7 +22,7 @@ from amplifier_module_context_simple.replay.findings.refusals import (
     assess,
     longest_run,
 )
-from amplifier_module_context_simple.replay.findings_output import render_refusals
+from amplifier_module_context_simple.replay.output.findings_output import render_refusals
 from amplifier_module_context_simple.replay.provider.simulation import Window
 
 from .conftest import CORPUS_DIR

@@ -12,7 +12,6 @@ from rich.console import Console
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.engine.report import ReplayReport
-from amplifier_module_context_simple.replay.evidence_output import render_evidence
 from amplifier_module_context_simple.replay.findings.rework import (
     FROM_EVENTS,
     FROM_LOG,
@@ -22,9 +21,10 @@ from amplifier_module_context_simple.replay.findings.rework import (
     find_rework,
     log_compactions,
 )
+from amplifier_module_context_simple.replay.output.evidence_output import render_evidence
+from amplifier_module_context_simple.replay.output.row_caps import COMPACTION_ROWS
 from amplifier_module_context_simple.replay.provider.pricing import prices_for
 from amplifier_module_context_simple.replay.recordings.claude_code_log import load_claude_code_log
-from amplifier_module_context_simple.replay.row_caps import COMPACTION_ROWS
 
 from .cli_runs import run, run_json
 from .test_claude_code_log import MODEL, Log, result, text, tool_use, usage_of

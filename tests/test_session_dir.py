@@ -22,6 +22,7 @@ from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.engine.report import ReplayReport
 from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
+from amplifier_module_context_simple.replay.output.settings_text import render_settings
 from amplifier_module_context_simple.replay.recordings.known_windows import (
     KNOWN_WINDOWS,
     is_on,
@@ -34,7 +35,6 @@ from amplifier_module_context_simple.replay.recordings.session_dir import (
     read_session,
     system_text,
 )
-from amplifier_module_context_simple.replay.settings_text import render_settings
 
 from .cli_runs import run, run_json
 

@@ -24,7 +24,7 @@ from amplifier_module_context_simple.replay.engine.session_analysis import (
     BASIS_GIVEN,
     BASIS_PAYLOAD,
 )
-from amplifier_module_context_simple.replay.plot import window_series
+from amplifier_module_context_simple.replay.output.plot import window_series
 from amplifier_module_context_simple.replay.recordings.session_dir import read_session
 
 from .cli_runs import run, run_json

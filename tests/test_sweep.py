@@ -26,7 +26,7 @@ from amplifier_module_context_simple.replay.engine.sweep import (
     settings,
     sweep,
 )
-from amplifier_module_context_simple.replay.findings_output import render_sweep
+from amplifier_module_context_simple.replay.output.findings_output import render_sweep
 from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 

@@ -19,8 +19,14 @@ from rich.console import Console
 
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.findings_output import DROP_ROWS
-from amplifier_module_context_simple.replay.table_fit import Cell, Column, Kind, Note, fit_table
+from amplifier_module_context_simple.replay.output.findings_output import DROP_ROWS
+from amplifier_module_context_simple.replay.output.table_fit import (
+    Cell,
+    Column,
+    Kind,
+    Note,
+    fit_table,
+)
 
 from .cli_runs import runner
 

@@ -24,7 +24,7 @@ from amplifier_module_context_simple.replay.engine.config_options import config_
 from amplifier_module_context_simple.replay.engine.engine import ReplayOutcome, replay
 from amplifier_module_context_simple.replay.engine.report import ReplayReport
 from amplifier_module_context_simple.replay.engine.view import describe_view
-from amplifier_module_context_simple.replay.output import render_report, render_view
+from amplifier_module_context_simple.replay.output.output import render_report, render_view
 from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 

@@ -46,22 +46,22 @@ from .engine.sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from .engine.sweep import as_json as sweep_json
 from .engine.view import describe_view
 from .errors import CliError, one_line
-from .evidence_output import render_evidence
 from .findings.drops import drops_at, explain
 from .findings.records import not_recorded_check_text
 from .findings.refusals import assess
-from .findings_output import (
+from .inputs import ReplayInput, SharedOptions, prepare
+from .options import FlagsBare, bare_flags, shared_options
+from .output.evidence_output import render_evidence
+from .output.findings_output import (
     render_drops,
     render_left_out,
     render_refusals,
     render_sweep,
     render_why,
 )
-from .inputs import ReplayInput, SharedOptions, prepare
-from .json_text import json_text
-from .options import FlagsBare, bare_flags, shared_options
-from .output import render_report, render_view, stdout_console
-from .plot import pyplot_for, write_plot
+from .output.json_text import json_text
+from .output.output import render_report, render_view, stdout_console
+from .output.plot import pyplot_for, write_plot
 from .provider.cache_reuse import CacheReport
 
 __all__ = ["CHECK_FAILED", "app", "main"]

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .engine.report import ReplayReport
+from ..engine.report import ReplayReport
 from .table_fit import Column, fit_table
 
 __all__ = ["render_settings", "setting_value_text"]

@@ -13,15 +13,15 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
+from ..engine.engine import ReplayOutcome
+from ..engine.host_check import HOST_CHECK_RUN
+from ..engine.report import ReplayReport
+from ..engine.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
+from ..engine.view import ViewRow
+from ..findings.records import levels_text, not_recorded_text
+from ..findings.refusals import assess
 from .budget_text import budget_text, trigger_note
-from .engine.engine import ReplayOutcome
-from .engine.host_check import HOST_CHECK_RUN
-from .engine.report import ReplayReport
-from .engine.session_analysis import BASIS_GIVEN, BASIS_PAYLOAD
-from .engine.view import ViewRow
 from .evidence_output import evidence_rows
-from .findings.records import levels_text, not_recorded_text
-from .findings.refusals import assess
 from .row_caps import capped_rows, freed
 from .settings_text import render_settings
 from .table_fit import Column, fit_table

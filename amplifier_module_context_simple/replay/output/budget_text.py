@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.report import ReplayReport
-from .engine.session_analysis import BASIS_GIVEN
+from ..engine.report import ReplayReport
+from ..engine.session_analysis import BASIS_GIVEN
 
 __all__ = ["budget_text", "trigger_note"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from .findings.records import CompactionRecord
+from ..findings.records import CompactionRecord
 from .table_fit import Cell
 
 __all__ = ["COMPACTION_ROWS", "capped_rows", "freed", "largest", "more_text"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from .engine.report import ReplayReport
+from ..engine.report import ReplayReport
 from .window_tables import render_cache, render_window
 
 __all__ = ["EVERY_REQUEST_UP_TO", "render_window_report"]

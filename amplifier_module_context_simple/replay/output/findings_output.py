@@ -12,12 +12,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import estimate_message_tokens
-from .engine.report import ReplayReport
-from .engine.sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
-from .findings.drops import LEFT, Drop, PositionIndex, call_text, first_line
-from .findings.records import not_recorded_check_text
-from .findings.refusals import STORM_MIN, STREAK_MIN, RefusalReport
+from ... import estimate_message_tokens
+from ..engine.report import ReplayReport
+from ..engine.sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
+from ..findings.drops import LEFT, Drop, PositionIndex, call_text, first_line
+from ..findings.records import not_recorded_check_text
+from ..findings.refusals import STORM_MIN, STREAK_MIN, RefusalReport
 from .row_caps import largest, more_text
 from .table_fit import Cell, Column, Note, fit_table
 

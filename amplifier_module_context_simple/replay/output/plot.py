@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.report import ReplayReport
-from .errors import CliError
+from ..engine.report import ReplayReport
+from ..errors import CliError
 
 __all__ = ["WindowSeries", "pyplot_for", "window_series", "write_plot"]
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from .payloads.payload import UsageComparison, WindowBreakdown
-from .payloads.space_parts import Part
-from .provider.cache_reuse import CAUSE_MEANINGS, CacheReport, CacheRequest, Difference
+from ..payloads.payload import UsageComparison, WindowBreakdown
+from ..payloads.space_parts import Part
+from ..provider.cache_reuse import CAUSE_MEANINGS, CacheReport, CacheRequest, Difference
 from .table_fit import Cell, Column, Note, fit_table
 
 __all__ = ["render_cache", "render_window"]

@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .engine.report import ReplayReport
-from .findings.evidence import CompactionEvidence, by_compaction
-from .findings.rework import Rework
+from ..engine.report import ReplayReport
+from ..findings.evidence import CompactionEvidence, by_compaction
+from ..findings.rework import Rework
 from .row_caps import largest, more_text
 
 __all__ = ["evidence_rows", "render_evidence"]
