@@ -7,7 +7,7 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.recordings.claude_code_log import (
     LoadedLog,
     load_claude_code_log,

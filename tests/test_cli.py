@@ -15,8 +15,8 @@ import pytest
 from typer.testing import Result
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager, check_view
-from amplifier_module_context_simple.replay import cli as cli_module
-from amplifier_module_context_simple.replay import inputs as inputs_module
+from amplifier_module_context_simple.replay.command import cli as cli_module
+from amplifier_module_context_simple.replay.command import inputs as inputs_module
 from amplifier_module_context_simple.replay.engine import engine as engine_module
 from amplifier_module_context_simple.replay.engine.engine import ReplayError, replay
 from amplifier_module_context_simple.replay.engine.host_check import (
@@ -476,7 +476,7 @@ def test_plot_rejects_other_formats(tmp_path: Path) -> None:
 def test_console_script_and_module_entry_points() -> None:
     scripts = importlib.metadata.entry_points(group="console_scripts")
     assert [e.value for e in scripts if e.name == "context-simple"] == [
-        "amplifier_module_context_simple.replay.cli:main"
+        "amplifier_module_context_simple.replay.command.cli:main"
     ]
     done = subprocess.run(
         [sys.executable, "-m", "amplifier_module_context_simple", "replay", *SMALL, "--json"],
@@ -504,7 +504,7 @@ def test_the_cli_runs_where_amplifier_core_is_not_installed(tmp_path: Path) -> N
     path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
     code = (
         "import sys; sys.modules['amplifier_core'] = None; "
-        "from amplifier_module_context_simple.replay.cli import main; "
+        "from amplifier_module_context_simple.replay.command.cli import main; "
         f"sys.argv = ['context-simple', 'replay', {str(path)!r}, '--json']; main()"
     )
     done = subprocess.run(

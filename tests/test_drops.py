@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.findings.drops import (
     ARGUMENT_CHARS,

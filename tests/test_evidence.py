@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple._render import NOTICE_SOURCE
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.findings.evidence import (
     EvidenceRecord,
     EvidenceTracker,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from amplifier_module_context_simple.replay import cli
+from amplifier_module_context_simple.replay.command import cli
 
 from .cli_runs import run
 from .test_session_dir import make_session

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig
+from amplifier_module_context_simple.replay.command.inputs import SharedOptions, prepare
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.engine.report import SCHEMA_VERSION
 from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.engine.sweep import SWEPT_KEYS
-from amplifier_module_context_simple.replay.inputs import SharedOptions, prepare
 from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSES
 
 from . import json_doc

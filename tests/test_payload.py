@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import estimate_message_tokens
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.output.window_tables import render_window
 from amplifier_module_context_simple.replay.payloads.payload import (
     UsageComparison,

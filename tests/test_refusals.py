@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig, SimpleContextManager
-from amplifier_module_context_simple.replay.cli import CHECK_FAILED, app
+from amplifier_module_context_simple.replay.command.cli import CHECK_FAILED, app
 from amplifier_module_context_simple.replay.engine import engine as engine_module
 from amplifier_module_context_simple.replay.engine.report import ReplayReport, RequestRecord
 from amplifier_module_context_simple.replay.findings.refusals import (

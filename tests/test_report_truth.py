@@ -24,7 +24,7 @@ from amplifier_module_context_simple._estimate import FAMILIES
 from amplifier_module_context_simple._messages import ORIGINAL_TOKENS_KEY, TRUNCATED_KEY
 from amplifier_module_context_simple._notice import NoticeFigures, notice_message
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.given_overhead import stand_in_definitions
 
 from .cli_runs import run, run_json

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple._ladder import RUNGS
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSE_MEANINGS, CAUSES
 
 from .cli_runs import run, run_json

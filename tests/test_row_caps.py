@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.output.row_caps import COMPACTION_ROWS, largest
 
 from .cli_runs import run_json

@@ -15,8 +15,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay import inputs as inputs_module
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command import inputs as inputs_module
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.sweep import (
     MAX_ROWS,
     SHARE_OF_BUDGET,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from amplifier_module_context_simple import estimate_message_tokens
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.output.findings_output import DROP_ROWS
 from amplifier_module_context_simple.replay.output.table_fit import (
     Cell,

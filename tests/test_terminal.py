@@ -18,8 +18,8 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple.replay import cli as cli_module
-from amplifier_module_context_simple.replay.cli import app
+from amplifier_module_context_simple.replay.command import cli as cli_module
+from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.config_options import config_option_specs
 from amplifier_module_context_simple.replay.engine.engine import ReplayOutcome, replay
 from amplifier_module_context_simple.replay.engine.report import ReplayReport

@@ -39,30 +39,30 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     )
     raise SystemExit(2) from None
 
-from .engine.engine import ReplayError, ReplayOutcome, replay
-from .engine.report import SCHEMA_VERSION
-from .engine.setting_checks import warn_settings
-from .engine.sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
-from .engine.sweep import as_json as sweep_json
-from .engine.view import describe_view
-from .errors import CliError, one_line
-from .findings.drops import drops_at, explain
-from .findings.records import not_recorded_check_text
-from .findings.refusals import assess
-from .inputs import ReplayInput, SharedOptions, prepare
-from .options import FlagsBare, bare_flags, shared_options
-from .output.evidence_output import render_evidence
-from .output.findings_output import (
+from ..engine.engine import ReplayError, ReplayOutcome, replay
+from ..engine.report import SCHEMA_VERSION
+from ..engine.setting_checks import warn_settings
+from ..engine.sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
+from ..engine.sweep import as_json as sweep_json
+from ..engine.view import describe_view
+from ..errors import CliError, one_line
+from ..findings.drops import drops_at, explain
+from ..findings.records import not_recorded_check_text
+from ..findings.refusals import assess
+from ..output.evidence_output import render_evidence
+from ..output.findings_output import (
     render_drops,
     render_left_out,
     render_refusals,
     render_sweep,
     render_why,
 )
-from .output.json_text import json_text
-from .output.output import render_report, render_view, stdout_console
-from .output.plot import pyplot_for, write_plot
-from .provider.cache_reuse import CacheReport
+from ..output.json_text import json_text
+from ..output.output import render_report, render_view, stdout_console
+from ..output.plot import pyplot_for, write_plot
+from ..provider.cache_reuse import CacheReport
+from .inputs import ReplayInput, SharedOptions, prepare
+from .options import FlagsBare, bare_flags, shared_options
 
 __all__ = ["CHECK_FAILED", "app", "main"]
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import typer
 
-from .. import ContextConfig
-from .engine.config_options import build_config
-from .engine.session_settings import describe_settings, resolve_settings
-from .errors import CliError, one_line
-from .findings.rework import (
+from ... import ContextConfig
+from ..engine.config_options import build_config
+from ..engine.session_settings import describe_settings, resolve_settings
+from ..errors import CliError, one_line
+from ..findings.rework import (
     FROM_EVENTS,
     FROM_LOG,
     Rework,
@@ -36,26 +36,26 @@ from .findings.rework import (
     find_rework,
     log_compactions,
 )
-from .provider.simulation import EXAMPLE_WINDOW, Window, build_window
-from .recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
-from .recordings.claude_code_log import (
+from ..provider.simulation import EXAMPLE_WINDOW, Window, build_window
+from ..recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
+from ..recordings.claude_code_log import (
     LoadedLog,
     is_claude_code_log,
     load_claude_code_log,
     looks_like_claude_code_log,
     parse_claude_code_log,
 )
-from .recordings.conversations import CONVERSATION_FLAG, is_conversation_file, load_conversation
-from .recordings.example_session import generate_session
-from .recordings.locate import locate, not_found_text
-from .recordings.session_dir import (
+from ..recordings.conversations import CONVERSATION_FLAG, is_conversation_file, load_conversation
+from ..recordings.example_session import generate_session
+from ..recordings.locate import locate, not_found_text
+from ..recordings.session_dir import (
     RecordedRequest,
     RecordedSession,
     SessionError,
     find_session,
     read_session,
 )
-from .recordings.transcripts import LineError, TranscriptError, load_transcript
+from ..recordings.transcripts import LineError, TranscriptError, load_transcript
 
 __all__ = [
     "EXAMPLE_MESSAGES",

@@ -19,10 +19,10 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from .engine.config_options import config_option_specs
+from ..engine.config_options import config_option_specs
+from ..provider.simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
+from ..recordings.transcripts import ACCEPTED_LAYOUTS
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
-from .provider.simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
-from .recordings.transcripts import ACCEPTED_LAYOUTS
 
 __all__ = ["FlagsBare", "bare_flags", "shared_options"]
 
