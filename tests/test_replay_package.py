@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -32,14 +33,33 @@ def test_importing_the_package_does_not_import_the_replay_package() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def _runtime_imports() -> list[tuple[str, str, str]]:
-    """(replay file, runtime module, name) for every ``from ..x import name`` in the package."""
-    found: list[tuple[str, str, str]] = []
-    for path in sorted(REPLAY_DIR.glob("*.py")):
+# The subpackages, lowest first: a module may import its own subpackage and those below it,
+# never one above (the command line on top, the readers of recordings at the bottom).
+LAYERS = ("recordings", "payloads", "provider", "findings", "engine", "output", "command")
+# Modules directly in ``replay/`` every subpackage may use (they import nothing of the tool).
+SHARED = ("errors",)
+
+
+def _relative_imports() -> list[tuple[str, str, ast.ImportFrom]]:
+    """(replay file, absolute module imported from, node) for every relative import."""
+    found: list[tuple[str, str, ast.ImportFrom]] = []
+    for path in sorted(REPLAY_DIR.rglob("*.py")):
+        where = path.relative_to(REPLAY_DIR).as_posix()
+        here = [package.__name__, "replay", *path.relative_to(REPLAY_DIR).parts[:-1]]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 2:
-                module = package.__name__ + (f".{node.module}" if node.module else "")
-                found += [(path.name, module, alias.name) for alias in node.names]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = here[: len(here) - node.level + 1]
+                found.append((where, ".".join(base + ([node.module] if node.module else [])), node))
+    return found
+
+
+def _runtime_imports() -> list[tuple[str, str, str]]:
+    """(replay file, runtime module, name) for every relative import of the runtime."""
+    found: list[tuple[str, str, str]] = []
+    replay = f"{package.__name__}.replay"
+    for where, module, node in _relative_imports():
+        if module != replay and not module.startswith(f"{replay}."):
+            found += [(where, module, alias.name) for alias in node.names]
     return found
 
 
@@ -72,9 +92,52 @@ def test_the_options_are_the_config_fields_that_carry_one() -> None:
     assert specs["compact_threshold"].help == "Compact at this share of the budget [0.92]."
 
 
-def test_the_package_docstring_gives_every_module_its_job() -> None:
+def test_the_package_docstring_gives_every_subpackage_its_job() -> None:
     import amplifier_module_context_simple.replay as replay_package
 
     listed = replay_package.__doc__ or ""
-    modules = sorted(p.stem for p in REPLAY_DIR.glob("*.py") if p.stem != "__init__")
-    assert [m for m in modules if f"``{m}``" not in listed] == []
+    assert [name for name in (*LAYERS, *SHARED) if f"``{name}``" not in listed] == []
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_each_subpackage_docstring_lists_the_modules_it_owns_and_no_others(name: str) -> None:
+    subpackage = importlib.import_module(f"{package.__name__}.replay.{name}")
+    listed = set(re.findall(r"``(\w+)``", subpackage.__doc__ or ""))
+    own = {p.stem for p in (REPLAY_DIR / name).glob("*.py") if p.stem != "__init__"}
+    others = {p.stem for p in REPLAY_DIR.glob("*/*.py") if p.parent.name != name} - {"__init__"}
+    assert sorted(own - listed) == []
+    assert sorted(listed & others - own) == []
+
+
+def _layer(module: str) -> int:
+    """The rank of a replay module's subpackage (shared modules below them all)."""
+    parts = module.split(".")
+    name = parts[0] if parts else ""
+    if name in SHARED:
+        return -1
+    assert name in LAYERS, f"{module} is in no known subpackage"
+    return LAYERS.index(name)
+
+
+def test_every_replay_module_sits_in_a_subpackage_or_is_shared() -> None:
+    loose = sorted(p.stem for p in REPLAY_DIR.glob("*.py") if p.stem != "__init__")
+    assert loose == sorted(SHARED)
+    assert sorted(p.name for p in REPLAY_DIR.iterdir() if (p / "__init__.py").exists()) == sorted(
+        LAYERS
+    )
+
+
+def test_imports_between_the_subpackages_run_one_way() -> None:
+    replay = f"{package.__name__}.replay."
+    wrong: list[str] = []
+    for where, module, node in _relative_imports():
+        if not module.startswith(replay):
+            continue
+        targets = [module[len(replay) :]]
+        if "." not in targets[0] and targets[0] in LAYERS:
+            # ``from .. import name`` of a subpackage: the name is a module of it.
+            targets = [f"{targets[0]}.{alias.name}" for alias in node.names]
+        for target in targets:
+            if _layer(target) > _layer(where.removesuffix(".py").replace("/", ".")):
+                wrong.append(f"{where} imports {target}")
+    assert wrong == []
