@@ -27,9 +27,9 @@ from amplifier_module_context_simple._tool_definitions import estimate_tool_defi
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.given_overhead import stand_in_definitions
 
+from ..test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 from .cli_runs import run, run_json
 from .test_claude_code_log import Log, session_log, text, usage_of, wide
-from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 from .test_session_dir import make_session, request_events, session_config
 
 SMALL = ("--messages", "160")

@@ -25,8 +25,8 @@ from amplifier_module_context_simple.replay.recordings.claude_code_log import (
 )
 from amplifier_module_context_simple.replay.recordings.transcripts import TranscriptError
 
+from ..provider_rules import anthropic_violations, call_shape_violations, host_violations
 from .cli_runs import run, run_json
-from .provider_rules import anthropic_violations, call_shape_violations, host_violations
 
 MODEL = "claude-sonnet-4-5-20250929"
 SESSION = "5b0c6a8e-0000-4000-8000-000000000001"

@@ -1,4 +1,5 @@
-"""Cache reuse as the provider saw it (replay/cache_reuse.py) and its table (window_tables.py)."""
+"""Cache reuse as the provider saw it (replay/provider/cache_reuse.py) and its table
+(replay/output/window_tables.py)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from amplifier_module_context_simple.replay.recordings.session_dir import (
 
 from .cli_runs import run, run_json
 
-REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
+REAL_SESSION = Path(__file__).resolve().parents[3] / "shared" / "sessions" / "opus-session-recall"
 SYSTEM = "You are the recorded system prompt. " * 40
 MODEL = "claude-opus-4-8"
 

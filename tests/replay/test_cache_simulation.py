@@ -1,4 +1,4 @@
-"""The simulated provider cache of a replay (replay/cache_simulation.py)."""
+"""The simulated provider cache of a replay (replay/provider/cache_simulation.py)."""
 
 from __future__ import annotations
 

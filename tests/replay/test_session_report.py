@@ -29,7 +29,7 @@ from amplifier_module_context_simple.replay.recordings.session_dir import read_s
 
 from .cli_runs import run, run_json
 
-REAL_SESSION = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
+REAL_SESSION = Path(__file__).resolve().parents[3] / "shared" / "sessions" / "opus-session-recall"
 REMINDER = (
     '\n<system-reminder source="hooks-status-context">\n'
     + "Working directory: /workspace; the environment is as follows. " * 40

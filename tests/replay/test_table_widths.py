@@ -31,7 +31,7 @@ from amplifier_module_context_simple.replay.output.table_fit import (
 from .cli_runs import runner
 
 WIDTHS = (60, 80, 120)
-REAL = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "sessions" / "opus-session-recall"
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/sessions is not available")
 SWEEP = ["--compact-threshold", "0.7,0.92", "--target-usage", "0.4", "--max-tokens", "60000,100000"]
 SMALL_WINDOW = ["--context-window", "30000", "--max-output-tokens", "4000"]

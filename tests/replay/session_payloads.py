@@ -1,7 +1,7 @@
 """Test helper: the recorded requests of a session directory, read by streaming its events.
 
 Helper for the payload and cache-reuse tests only (the session reader proper is
-``replay/session_dir.py``); it reads what those tests need and nothing else.
+``replay/recordings/session_dir.py``); it reads what those tests need and nothing else.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-SESSION_DIR = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "opus-session-recall"
+SESSION_DIR = Path(__file__).resolve().parents[3] / "shared" / "sessions" / "opus-session-recall"
 
 
 def recorded(session: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

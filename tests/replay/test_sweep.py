@@ -30,7 +30,7 @@ from amplifier_module_context_simple.replay.output.findings_output import render
 from amplifier_module_context_simple.replay.provider.simulation import Window
 from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 
-from .conftest import CORPUS_DIR
+from ..conftest import CORPUS_DIR
 from .test_drops import session
 
 SESSION = CORPUS_DIR.parent / "sessions" / "opus-session-recall"

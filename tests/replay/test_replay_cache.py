@@ -1,4 +1,5 @@
-"""The replay's own views priced through a simulated provider cache (replay/replay_cache.py)."""
+"""The replay's own views priced through a simulated provider cache
+(replay/provider/replay_cache.py)."""
 
 from __future__ import annotations
 

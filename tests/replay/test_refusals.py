@@ -25,7 +25,7 @@ from amplifier_module_context_simple.replay.findings.refusals import (
 from amplifier_module_context_simple.replay.output.findings_output import render_refusals
 from amplifier_module_context_simple.replay.provider.simulation import Window
 
-from .conftest import CORPUS_DIR
+from ..conftest import CORPUS_DIR
 
 SESSION = CORPUS_DIR.parent / "sessions" / "opus-session-recall"
 runner = CliRunner()

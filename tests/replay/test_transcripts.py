@@ -20,7 +20,7 @@ from amplifier_module_context_simple.replay.recordings.transcripts import (
     normalise_tool_call,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 TS = "2026-05-09T10:00:00.000000+00:00"
 
 

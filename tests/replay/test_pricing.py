@@ -1,5 +1,5 @@
-"""The priced input of a request (replay/pricing.py): the arithmetic, the table, the matching,
-and what the breaks cost."""
+"""The priced input of a request (replay/provider/pricing.py): the arithmetic, the table, the
+matching, and what the breaks cost."""
 
 from __future__ import annotations
 

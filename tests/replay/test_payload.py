@@ -1,6 +1,6 @@
-"""What the window held, by category (replay/payload.py), the payload matched to the transcript
-(replay/payload_match.py) and its table (replay/window_tables.py), on synthetic payloads and
-on the recorded session."""
+"""What the window held, by category (replay/payloads/payload.py), the payload matched to the
+transcript (replay/payloads/payload_match.py) and its table (replay/output/window_tables.py), on
+synthetic payloads and on the recorded session."""
 
 from __future__ import annotations
 

@@ -25,9 +25,9 @@ from amplifier_module_context_simple.replay.engine.host_check import (
 )
 from amplifier_module_context_simple.replay.recordings.transcripts import LoadedTranscript
 
+from ..conftest import CORPUS_DIR
 from . import json_doc
 from .cli_runs import run, run_json
-from .conftest import CORPUS_DIR
 
 CORPUS_FILES = sorted(CORPUS_DIR.glob("*.jsonl")) if CORPUS_DIR.is_dir() else []
 SMALL = ["--messages", "120"]  # a shorter built-in example where speed matters
@@ -81,8 +81,9 @@ def test_default_replay_reports_compactions() -> None:
 
 def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     report = run_json("replay")
-    # The keys are docs/replay-json.md's (tests/test_json_document.py holds it to the documents
-    # both ways); this document must carry exactly what the doc says, with the types it says.
+    # The keys are docs/replay-json.md's (tests/replay/test_json_document.py holds it to the
+    # documents both ways); this document must carry exactly what the doc says, with the types it
+    # says.
     assert json_doc.problems(report, "replay") == []
     summary, requests, compactions = report["summary"], report["requests"], report["compactions"]
     # A bare transcript: the window by category is the replayed view's, and no cache was seen.
