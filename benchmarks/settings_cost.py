@@ -3,9 +3,9 @@
 ``uv run python -m benchmarks.settings_cost [CORPUS_DIR]`` (default ``../shared/corpus``):
 replays the built-in example at 128,000 / 16,384 and every corpus transcript at three windows
 under each setting, asking for a view before every assistant message as an orchestrator does;
-prices the requests through ``replay/cache_simulation.py`` (a minute apart, the 5-minute cache)
-with both breakpoint rules; prints the README's table. A stand-in until ``sweep`` ranks
-settings by cost.
+prices the requests through ``replay/provider/cache_simulation.py`` (a minute apart, the
+5-minute cache) with both breakpoint rules; prints the README's table. A stand-in until
+``sweep`` ranks settings by cost.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ declare ``__all__``. Nothing is imported here, so the engine stays free of the c
 optional dependencies (Typer, Rich, matplotlib).
 
 Subpackages, one per job, lowest first; a module imports its own subpackage and those below
-it, never one above (``tests/test_replay_package.py`` checks it). Each ``__init__`` lists its
+it, never one above (``tests/replay/test_replay_package.py`` checks it). Each ``__init__`` lists its
 modules' jobs.
 
 * ``recordings``: reading recordings (Amplifier session directories, transcripts, Claude

@@ -8,7 +8,7 @@ own settings: its recorded context config, its model's window and tokenizer fami
 recorded requests (system prompt and usage, fed to the engine by :meth:`ReplayInput.recorded`).
 Flags override key by key; ``source["settings"]`` says where each setting came from.
 
-A Claude Code session log (found by :func:`.claude_code_log.is_claude_code_log`, no flag
+A Claude Code session log (found by :func:`..recordings.claude_code_log.is_claude_code_log`, no flag
 needed) is replayed the same way with what it records: its model (so the model table's window
 and tokenizer family) and each response's usage; it records no system prompt or tools.
 """

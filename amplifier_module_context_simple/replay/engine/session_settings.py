@@ -149,7 +149,7 @@ def resolve_settings(
 def _unknown_model_text(model: str, source: str, window: int | None, window_source: str) -> str:
     """The warning for a model the table does not know: what it leaves unknown."""
     named = f"--model {model!r}" if source == FLAG else f"the session's model {model!r}"
-    text = f"{named} is not in the model table (replay/known_windows.py)"
+    text = f"{named} is not in the model table (replay/recordings/known_windows.py)"
     if window is None:
         text += ": no window is known; give --context-window (and --max-output-tokens)"
     elif window_source == DEFAULT:
