@@ -1,6 +1,6 @@
 """``python -m amplifier_module_context_simple``: the ``context-simple`` command."""
 
 if __name__ == "__main__":
-    from .replay.cli import main
+    from .replay.command.cli import main
 
     main()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 T = TypeVar("T")
 Message = dict[str, Any]

@@ -14,7 +14,7 @@ import pstats
 from collections.abc import Awaitable, Callable
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 from ._measure import (
     HUGE_BUDGET,

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 __all__ = ["BLOCK_MESSAGES", "RUNS", "TARGETS", "measure_replay", "write_transcript"]
 

@@ -3,9 +3,9 @@
 ``uv run python -m benchmarks.settings_cost [CORPUS_DIR]`` (default ``../shared/corpus``):
 replays the built-in example at 128,000 / 16,384 and every corpus transcript at three windows
 under each setting, asking for a view before every assistant message as an orchestrator does;
-prices the requests through ``replay/cache_simulation.py`` (a minute apart, the 5-minute cache)
-with both breakpoint rules; prints the README's table. A stand-in until ``sweep`` ranks
-settings by cost.
+prices the requests through ``replay/provider/cache_simulation.py`` (a minute apart, the
+5-minute cache) with both breakpoint rules; prints the README's table. A stand-in until
+``sweep`` ranks settings by cost.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple.replay.cache_simulation import (
+from amplifier_module_context_simple.replay.provider.cache_simulation import (
     HEAD_AND_END,
     SimRequest,
     simulate,
 )
-from amplifier_module_context_simple.replay.example_session import generate_session
-from amplifier_module_context_simple.replay.transcripts import load_transcript
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.transcripts import load_transcript
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "tail notice (the spec), reserve 800, target 0.5": {"compaction_notice_placement": "tail"},

@@ -620,8 +620,8 @@ async def test_check_view_accepts_the_system_prompt_factory_replacing_static_sys
 def test_replay_check_passes_a_session_whose_transcript_holds_a_system_message(
     tmp_path: Path,
 ) -> None:
-    from .cli_runs import run
-    from .test_session_dir import make_session
+    from .replay.cli_runs import run
+    from .replay.test_session_dir import make_session
 
     directory = make_session(tmp_path / "s")
     transcript = directory / "transcript.jsonl"
@@ -633,7 +633,7 @@ def test_replay_check_passes_a_session_whose_transcript_holds_a_system_message(
 
 
 def test_replay_check_passes_a_transcript_with_idless_results(tmp_path: Path) -> None:
-    from .cli_runs import run
+    from .replay.cli_runs import run
 
     messages = [
         prompt("go"),

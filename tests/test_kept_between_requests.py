@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._messages import LOADED_TOOLS_KEY
 from amplifier_module_context_simple._render import notice
-from amplifier_module_context_simple.replay.cli import app
-from amplifier_module_context_simple.replay.engine import replay
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.command.cli import app
+from amplifier_module_context_simple.replay.engine.engine import replay
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 BIG = "line of build output that goes on for a while\n" * 120
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple import check_view
 from amplifier_module_context_simple._invariants import ViewChecker, sent_forms
-from amplifier_module_context_simple.replay.example_session import generate_session
+from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 from .test_messages import conversations
 

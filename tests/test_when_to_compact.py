@@ -28,9 +28,9 @@ from amplifier_module_context_simple import (
 )
 from amplifier_module_context_simple._timing import moment_of
 
-from .cli_runs import run, run_json
 from .conftest import CORPUS_DIR
 from .provider_rules import provider_violations
+from .replay.cli_runs import run, run_json
 from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 
 BUDGET = 8_000
