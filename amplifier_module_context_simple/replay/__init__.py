@@ -24,7 +24,7 @@ Modules, by job:
   ``payload_match``: the payload matched to the transcript (conversation or injection);
   ``space_parts``: the tool definitions per tool and the system prompt per recorded part;
   ``cache_reuse``: cache reads and writes, and where each request first differs from the one
-  before; ``log_cache``: the same for a Claude Code log's rebuilt requests;
+  before (a recorded payload, or a Claude Code log's rebuilt request);
   ``session_analysis``: both followed through a replay, request by request (and each
   request's overhead); ``window_tables``: their tables; ``window_report``: which of them the
   report shows.
