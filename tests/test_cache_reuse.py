@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.cache_reuse import (
     COMPACTION,
     EDIT,
@@ -300,3 +301,43 @@ def test_the_tracker_finds_what_digesting_each_whole_payload_finds(
     assert [(r.difference, r.shared_tokens, r.read_reach) for r in found] == expected
     last = digest(requests[-1][0], history, family="claude47")
     assert tracker.last_compacted == any(m.marked for m in last.messages)
+
+
+@given(
+    st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 12), st.lists(st.integers(0, 11), max_size=4),
+                       st.integers(0, 2_000)),
+             min_size=1, max_size=8),
+)  # fmt: skip
+def test_a_logs_requests_are_followed_by_the_very_messages_they_resend(
+    sizes: list[int], steps: list[tuple[int, list[int], int]]
+) -> None:
+    # A Claude Code log's requests re-send the messages of one list (after a compaction: from
+    # its summary on). Where a request stops re-sending the previous one's messages, the cause
+    # is compaction when its first message is new, else an edit.
+    wire = [user(f"message {n}: " + "word " * size) for n, size in enumerate(sizes)]
+    tracker = CacheTracker(family="claude47")
+    previous: list[dict[str, Any]] | None = None
+    for number, (cut, added, read) in enumerate(steps, 1):
+        sent = (previous or [])[:cut] + [wire[n % len(wire)] for n in added] or wire[:1]
+        usage = {"input_tokens": 5_000, "cache_read_tokens": read}
+        found = tracker.add(number, {"messages": sent}, usage, messages_only=True)
+        tokens = [estimate_message_tokens(m, family="claude47") for m in sent]
+        boundaries = [sum(tokens[:k]) for k in range(len(sent) + 1)]
+        reach = min(range(len(boundaries)), key=lambda k: abs(boundaries[k] - read))
+        assert found.read_reach == (reach if read else None)
+        assert tracker.sent_tokens == boundaries[-1]
+        if previous is None:
+            assert (found.difference, found.shared_tokens) == (None, 0)
+        else:
+            pairs = enumerate(zip(previous, sent, strict=False))
+            same = next((k for k, (a, b) in pairs if a is not b), min(len(previous), len(sent)))
+            kept = sum(estimate_message_tokens(m, family="claude47") for m in previous[:same])
+            assert found.shared_tokens == kept
+            if same == len(previous):
+                assert found.difference is None
+            else:
+                assert found.difference is not None
+                assert found.difference.where() == f"message {same}"
+                assert found.difference.cause == (COMPACTION if same == 0 else EDIT)
+        previous = sent
