@@ -421,8 +421,9 @@ class _Sent:
     system: list[Any]
     head: int
     """The estimate of the tools and system prompt (0 for a log's request)."""
-    messages: list[tuple[int, Json]]
     objects: list[Json]
+    indices: list[int] | None
+    """Each message's index in the payload's list (None: the same as its place here)."""
     prefix: list[int]
     """Estimated tokens of the messages through each one, from 0 (before any)."""
     injections: dict[int, dict[int | None, int]] | None
@@ -433,13 +434,14 @@ class _Sent:
     """The first message carrying a compaction mark (None: none does)."""
 
     def message(self, ordinal: int) -> _Message:
-        index, message = self.messages[ordinal]
+        message = self.objects[ordinal]
+        index = ordinal if self.indices is None else self.indices[ordinal]
         match = None if self.matches is None else self.matches[ordinal]
         return _digest_message(index, message, _cuts(self.injections, index, message), match)
 
     def marked(self, ordinal: int) -> bool:
         match = None if self.matches is None else self.matches[ordinal]
-        return _marked(self.messages[ordinal][1], match)
+        return _marked(self.objects[ordinal], match)
 
 
 class CacheTracker:
@@ -532,11 +534,12 @@ class CacheTracker:
         if messages_only:  # every entry is a message: no parts to take out of the list
             system, tools = [], []
             objects: list[Json] = list(payload.get("messages") or [])
-            messages = list(enumerate(objects))
+            indices = None
             aligned = None
         else:
             system, tools, messages = payload_parts(payload)
             objects = [m for _, m in messages]
+            indices = [i for i, _ in messages]
         if not messages_only and aligned is None and self._transcript is not None:
             aligned = align(payload, self._transcript, family=self._family)
         matches = None if aligned is None else aligned.messages
@@ -553,7 +556,7 @@ class CacheTracker:
             id(m): previous.prefix[k + 1] - previous.prefix[k]
             for k, m in enumerate(previous.objects[same:], same)
         }  # fmt: skip
-        for ordinal in range(same, len(messages)):
+        for ordinal in range(same, len(objects)):
             message = objects[ordinal]
             tokens = known.get(id(message))
             if tokens is None:
@@ -561,12 +564,12 @@ class CacheTracker:
                 tokens = _estimate(message, match, self._family)
             prefix.append(prefix[-1] + tokens)
         sent = _Sent(
-            tools, system, head, messages, objects, prefix,
+            tools, system, head, objects, indices, prefix,
             None if aligned is None else _injection_map(aligned), matches, same,
         )  # fmt: skip
         first = None if previous is None else previous.first_marked
         if first is None or first >= same:
-            first = next((k for k in range(same, len(messages)) if sent.marked(k)), None)
+            first = next((k for k in range(same, len(objects)) if sent.marked(k)), None)
         sent.first_marked = first
         return sent
 
@@ -578,6 +581,8 @@ def _shared_length(old: list[Any], new: list[Any]) -> int:
     over at most, and Python steps only log(n) times; a list compares an object equal to
     itself at once, so a log's shared messages cost no deep comparison.
     """
+    if len(new) >= len(old) and old == new[: len(old)]:  # it extends the previous one
+        return len(old)
     low, high = 0, min(len(old), len(new))  # all before ``low`` are equal; the answer <= high
     while low < high:
         middle = (low + high) // 2
@@ -606,13 +611,13 @@ def _difference(previous: _Sent, current: _Sent, compacted: bool) -> Difference 
         system = _first(_prints(previous.system), _prints(current.system))
         if system is not None:
             return Difference("system", system, None, None, SYSTEM_CHANGED)
-    for i in range(current.same, len(previous.messages)):
+    for i in range(current.same, len(previous.objects)):
         before = previous.message(i)
-        after = current.message(i) if i < len(current.messages) else None
+        after = current.message(i) if i < len(current.objects) else None
         if after is None or after.full != before.full:
             first = current.first_marked
             marked = first is not None and (
-                first >= i or any(current.marked(k) for k in range(i, len(current.messages)))
+                first >= i or any(current.marked(k) for k in range(i, len(current.objects)))
             )
             return _difference_at(before, after, marked, compacted)
     return None
