@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.output.window_tables import render_cache
 from amplifier_module_context_simple.replay.provider.cache_reuse import (
     COMPACTION,
@@ -224,3 +225,120 @@ def test_a_break_that_rewrote_a_shared_prefix_is_what_the_breaks_cost() -> None:
     # GPT-5 writes at the base price and reads at 0.1x: what was shared and rewritten costs
     # 0.9 of a token per token, minus nothing.
     assert breaks.caused_tokens == pytest.approx(0.9 * min(second.shared_tokens, 5_100))
+
+
+# --- the tracker against the whole-payload rule -------------------------------------------------
+
+# Messages a session's requests are made of: the transcript's, a reminder appended or on its
+# own, the compaction notice, a truncated result, an edited prompt, a system-role message.
+POOL = [
+    user(PROMPT), call(), result(OUTPUT), result(OUTPUT + "\n\n" + REMINDER), user(REMINDER),
+    NOTICE, result("[truncated: 1,200 tokens]"), user(PROMPT + " (edited)"), user("more"),
+    {"role": "system", "content": "Keep notes."},
+]  # fmt: skip
+
+
+@st.composite
+def request_sequences(draw: st.DrawFn) -> list[tuple[dict[str, Any], dict[str, int], bool]]:
+    """Requests that mostly extend the one before (fresh copies, as a recording is read back),
+    sometimes cut, edited, re-marked with cache_control, or sent with other tools or system."""
+    messages: list[int] = []
+    out: list[tuple[dict[str, Any], dict[str, int], bool]] = []
+    for _ in range(draw(st.integers(1, 7))):
+        step = draw(st.sampled_from(["extend", "extend", "cut", "edit", "same"]))
+        if step == "extend" or not messages:
+            messages += draw(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=3))
+        elif step == "cut":
+            del messages[draw(st.integers(0, len(messages) - 1)) :]
+        elif step == "edit":
+            messages[draw(st.integers(0, len(messages) - 1))] = draw(st.integers(0, len(POOL) - 1))
+        system = "Be brief." if draw(st.integers(0, 5)) == 0 else "You are careful."
+        payload = anthropic(*copy.deepcopy([POOL[m] for m in messages]), system=system)
+        if draw(st.booleans()) and payload["messages"]:
+            payload = marked(payload)
+        if draw(st.integers(0, 5)) == 0:
+            payload["tools"] = [{**payload["tools"][0], "description": "Run it."}]
+        usage = {"input_tokens": draw(st.integers(0, 3_000)),
+                 "cache_read_tokens": draw(st.integers(0, 3_000))}  # fmt: skip
+        out.append((payload, usage, draw(st.integers(0, 5)) == 0))
+    return out
+
+
+def whole_payload_figures(
+    requests: list[tuple[dict[str, Any], dict[str, int], bool]],
+    history: list[dict[str, Any]] | None,
+) -> list[tuple[Any, int, int | None]]:
+    """(difference, shared tokens, read reach) per request, each payload digested whole."""
+    figures: list[tuple[Any, int, int | None]] = []
+    previous = None
+    for payload, usage, compacted in requests:
+        current = digest(payload, history, family="claude47")
+        prefix = current.prefix_tokens
+        reach = min(range(len(prefix)), key=lambda k: abs(prefix[k] - usage["cache_read_tokens"]))
+        if previous is None:
+            figures.append((None, 0, reach if usage["cache_read_tokens"] else None))
+        else:
+            difference = first_difference(previous, current, compacted=compacted)
+            old = previous.prefix_tokens
+            shared = (old[-1] if difference is None
+                      else 0 if difference.part != "messages"
+                      else old[min(difference.index, len(old) - 1)])  # fmt: skip
+            figures.append((difference, shared, reach if usage["cache_read_tokens"] else None))
+        previous = current
+    return figures
+
+
+@given(request_sequences(), st.booleans())
+def test_the_tracker_finds_what_digesting_each_whole_payload_finds(
+    requests: list[tuple[dict[str, Any], dict[str, int], bool]], with_transcript: bool
+) -> None:
+    history = TRANSCRIPT if with_transcript else None
+    tracker = CacheTracker(history, family="claude47")
+    found = [
+        tracker.add(n, payload, usage, compacted=compacted)
+        for n, (payload, usage, compacted) in enumerate(requests, 1)
+    ]
+    expected = whole_payload_figures(requests, history)
+    assert [(r.difference, r.shared_tokens, r.read_reach) for r in found] == expected
+    last = digest(requests[-1][0], history, family="claude47")
+    assert tracker.last_compacted == any(m.marked for m in last.messages)
+
+
+@given(
+    st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 12), st.lists(st.integers(0, 11), max_size=4),
+                       st.integers(0, 2_000)),
+             min_size=1, max_size=8),
+)  # fmt: skip
+def test_a_logs_requests_are_followed_by_the_very_messages_they_resend(
+    sizes: list[int], steps: list[tuple[int, list[int], int]]
+) -> None:
+    # A Claude Code log's requests re-send the messages of one list (after a compaction: from
+    # its summary on). Where a request stops re-sending the previous one's messages, the cause
+    # is compaction when its first message is new, else an edit.
+    wire = [user(f"message {n}: " + "word " * size) for n, size in enumerate(sizes)]
+    tracker = CacheTracker(family="claude47")
+    previous: list[dict[str, Any]] | None = None
+    for number, (cut, added, read) in enumerate(steps, 1):
+        sent = (previous or [])[:cut] + [wire[n % len(wire)] for n in added] or wire[:1]
+        usage = {"input_tokens": 5_000, "cache_read_tokens": read}
+        found = tracker.add(number, {"messages": sent}, usage, messages_only=True)
+        tokens = [estimate_message_tokens(m, family="claude47") for m in sent]
+        boundaries = [sum(tokens[:k]) for k in range(len(sent) + 1)]
+        reach = min(range(len(boundaries)), key=lambda k: abs(boundaries[k] - read))
+        assert found.read_reach == (reach if read else None)
+        assert tracker.sent_tokens == boundaries[-1]
+        if previous is None:
+            assert (found.difference, found.shared_tokens) == (None, 0)
+        else:
+            pairs = enumerate(zip(previous, sent, strict=False))
+            same = next((k for k, (a, b) in pairs if a is not b), min(len(previous), len(sent)))
+            kept = sum(estimate_message_tokens(m, family="claude47") for m in previous[:same])
+            assert found.shared_tokens == kept
+            if same == len(previous):
+                assert found.difference is None
+            else:
+                assert found.difference is not None
+                assert found.difference.where() == f"message {same}"
+                assert found.difference.cause == (COMPACTION if same == 0 else EDIT)
+        previous = sent

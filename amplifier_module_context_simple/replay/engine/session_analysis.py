@@ -14,10 +14,10 @@ The replay calls :meth:`WindowAnalysis.observe` after every request. Two cases:
   report says the figures exclude whatever was not given.
 * Usage recorded without a payload (a Claude Code log: ``RecordedRequest.messages_only``):
   the categories are the replayed view's, as for a bare transcript, with the provider's
-  figure beside them; the cache is followed over the messages the log shows were sent
-  (``log_cache``). The request's overhead is what the provider counted beyond those messages,
-  so while the replayed view is the conversation the log sent, the whole request is the
-  provider's own figure.
+  figure beside them; the cache is followed over the messages the log shows were sent (the
+  same tracker, by the log's rule). The request's overhead is what the provider counted
+  beyond those messages, so while the replayed view is the conversation the log sent, the
+  whole request is the provider's own figure.
 * A request the session did not record, after requests it did (the events file ends early: a
   crashed or still-running session): the categories are the replayed view's, its system
   prompt apart, with the last recorded request's tool definitions carried over (the replay's
@@ -36,8 +36,8 @@ from typing import Any
 
 from ... import estimate_message_tokens
 from ..payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
+from ..payloads.payload_match import align
 from ..provider.cache_reuse import CacheReport, CacheTracker
-from ..provider.log_cache import MessagesCacheTracker
 from ..recordings.session_dir import RecordedRequest
 from .view import is_notice
 
@@ -112,7 +112,6 @@ class WindowAnalysis:
         """The request observed last was recorded after the session's own compaction (its
         payload carries the notice, a truncation marker or a stub)."""
         self._cache = CacheTracker(history, family=family)
-        self._log_cache = MessagesCacheTracker(family=family)
         self._recorded = 0
         self._usage_only = 0  # requests with recorded usage and no payload (messages_only)
         self._tools = 0  # the last recorded request's tool definitions
@@ -150,7 +149,13 @@ class WindowAnalysis:
             found = self._given(view_tokens, notice_tokens, window)
             comparison = compare(found, recorded.usage)
             if recorded.usage is not None:  # a synthetic message: no request reached the cache
-                self._log_cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
+                self._cache.add(
+                    request,
+                    recorded.payload,
+                    recorded.usage,
+                    model=recorded.model,
+                    messages_only=True,
+                )
             self.entries.append(WindowEntry(request, found, comparison, recorded=False))
             if comparison is None:
                 return self._overhead or 0
@@ -158,9 +163,11 @@ class WindowAnalysis:
             # log shows were sent (system prompt, tools, framing) is this request's overhead.
             # While the view is that very conversation (stored messages price as the log's
             # do), the view plus it is the provider's figure itself.
-            return max(0, comparison.provider - self._log_cache.sent_tokens)
+            return max(0, comparison.provider - self._cache.sent_tokens)
         if recorded is not None:
             self._recorded += 1
+            # Aligned once, for the window's categories and the cache's causes alike.
+            aligned = align(recorded.payload, self._history, family=self._family)
             found = breakdown(
                 recorded.payload,
                 self._history,
@@ -168,9 +175,12 @@ class WindowAnalysis:
                 context_window=window,
                 max_output=self._max_output,
                 notice_tokens=notice_tokens,
+                aligned=aligned,
             )
             comparison = compare(found, recorded.usage)
-            self._cache.add(request, recorded.payload, recorded.usage, model=recorded.model)
+            self._cache.add(
+                request, recorded.payload, recorded.usage, model=recorded.model, aligned=aligned
+            )
             self.recorded_compacted = self._cache.last_compacted
             overhead = found.tools + found.injected
             self._tools = found.tools
@@ -222,9 +232,7 @@ class WindowAnalysis:
     @property
     def cache(self) -> CacheReport | None:
         """The provider's cache over the recorded requests (``None``: nothing recorded)."""
-        if self._usage_only:
-            return self._log_cache.report()
-        return self._cache.report() if self._recorded else None
+        return self._cache.report() if self._recorded or self._usage_only else None
 
 
 def cache_json(report: CacheReport) -> dict[str, Any]:

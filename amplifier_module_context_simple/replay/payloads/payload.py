@@ -22,7 +22,7 @@ from typing import Any
 
 from ... import estimate_message_tokens
 from ..._tool_definitions import estimate_tool_definitions
-from .payload_match import Injection, MessageMatch, align, payload_parts
+from .payload_match import Alignment, Injection, MessageMatch, align, payload_parts
 from .space_parts import Part, system_parts, tool_parts
 
 __all__ = [
@@ -140,10 +140,13 @@ def breakdown(
     context_window: int,
     max_output: int,
     notice_tokens: int = 0,
+    aligned: Alignment | None = None,
 ) -> WindowBreakdown:
-    """One recorded request by category; ``notice_tokens`` counts when the payload has none."""
+    """One recorded request by category; ``notice_tokens`` counts when the payload has none;
+    ``aligned``: the payload already aligned with ``transcript`` (else aligned here)."""
     system, tools, _ = payload_parts(payload)
-    aligned = align(payload, transcript, family=family)
+    if aligned is None:
+        aligned = align(payload, transcript, family=family)
     return WindowBreakdown(
         context_window=context_window,
         max_output=max_output,

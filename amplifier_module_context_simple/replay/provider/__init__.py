@@ -6,7 +6,8 @@ Imports only ``recordings`` and ``payloads`` below it.
 * ``pricing``: a request's priced input (fresh tokens, cache writes, cache reads, each at its
   price) and the table of model prices.
 * ``cache_reuse``: cache reads and writes as recorded, and where each request first differs
-  from the one before; ``log_cache``: the same for a Claude Code log's rebuilt requests.
+  from the one before, one linear tracker for a recorded payload and a Claude Code log's
+  rebuilt request alike.
 * ``cache_simulation``: the cache a provider would keep, simulated for a replay, and its
   priced cost; ``replay_cache``: that simulation run over a replay's views.
 """
