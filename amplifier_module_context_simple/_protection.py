@@ -102,6 +102,40 @@ def turn_opening(index: HistoryIndex) -> set[int]:
         return set()
     kept = {*(prompts or turn.anchor[-1:])}
     kept.update(p for p in (turn.follows, turn.opener) if p is not None)
+    kept.update(_rounds_merged_into(index, turn.opener))
+    return kept
+
+
+def _rounds_merged_into(index: HistoryIndex, opener: int | None) -> set[int]:
+    """The calls whose rounds a user message of the active turn merges into, when an
+    assistant message without thinking follows that user message.
+
+    A prompt or reminder right after a call (or its results) joins that round's user turn:
+    the provider reads the active turn on through it. Left out, the round would leave that
+    message a user turn of its own, and the active turn would start after it, with the
+    assistant message that follows, which has no thinking to open it.
+    """
+    if opener is None:
+        return set()
+    facts, pairing = index.facts, index.pairing
+    kept: set[int] = set()
+    previous: int | None = None
+    heads: set[int] = set()  # rounds merged into by the user messages since the last answer
+    for position in range(opener, len(facts)):
+        fact = facts[position]
+        if fact.role == "system" or fact.display_only or position in pairing.orphans:
+            continue
+        if fact.role == "assistant":
+            if heads and not fact.thinking:
+                kept.update(heads)
+            heads = set()
+        elif not fact.tool_result and previous is not None:
+            before = facts[previous]
+            if before.calls:
+                heads.add(previous)
+            elif before.tool_result and previous in pairing.owner_of:
+                heads.add(pairing.owner_of[previous])
+        previous = position
     return kept
 
 

@@ -543,3 +543,25 @@ async def test_the_notice_never_opens_a_user_turn_inside_the_active_turn() -> No
     assert provider_violations(view) == []
     assert check_view(view, history=manager.messages) == []
     assert (view[0].get("metadata") or {}).get("source") == "context-compaction"
+
+
+async def test_a_round_a_prompt_merged_into_stays_while_its_turn_is_active() -> None:
+    """A prompt right after a call joins that round's user turn; leaving the round out would
+    make the prompt a user turn of its own, and the active turn would then open with an
+    answer that has no thinking (Anthropic refuses it)."""
+    manager = SimpleContextManager()
+    thinking = {"type": "thinking", "thinking": "", "signature": "sig"}
+    for message in (
+        {"role": "assistant", "content": [thinking]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": None, "tool": "bash"}]},
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": ""},
+    ):
+        await manager.add_message(message)
+    logging.disable(logging.WARNING)
+    try:
+        view = await manager.get_messages_for_request(token_budget=40)
+    finally:
+        logging.disable(logging.NOTSET)
+    assert [v for v in provider_violations(view) if v.rule == "anthropic-6"] == []
+    assert check_view(view, history=manager.messages) == []
