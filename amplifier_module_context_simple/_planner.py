@@ -241,7 +241,7 @@ class Planner:
             used=used,
             over_limit=estimate > model.to_estimate(effective) - scope.notice_cost,
             effective=effective,
-            growth_real=model.to_real(moment.turn_growth) - model.to_real(0),
+            to_real=lambda growth: model.to_real(growth) - model.to_real(0),
         )
 
     # ---------------------------------------------------------------- 6. statistics, 7. compose

@@ -31,8 +31,10 @@ __all__ = [
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from ._config import ContextConfig
 from ._history import HistoryIndex
@@ -51,34 +53,47 @@ DEEPEST_TARGET_SHARE = 0.5
 """A turn-start escalation never aims below this share of the ordinary target."""
 
 
-@dataclass(frozen=True, slots=True)
 class Moment:
-    """What the history says about the request being planned (its last message ends it)."""
+    """What the history says about the request being planned (its last message ends it).
 
-    turn_start: bool
-    """The request follows a human prompt that opens a turn of its own."""
-    turn_growth: int
-    """Estimated tokens the turn now starting is expected to add (0 when none starts)."""
-    idle_seconds: float | None
-    """Seconds from the previous response to the latest message (None when unknown)."""
+    Each figure is read from the history the first time a rule asks for it: most requests
+    are far from every rule and never need the turn's growth or the timestamps.
+    """
+
+    def __init__(self, index: HistoryIndex, usable: int) -> None:
+        self._index = index
+        self._usable = usable
+
+    @cached_property
+    def turn_start(self) -> bool:
+        """The request follows a human prompt that opens a turn of its own."""
+        facts = self._index.facts
+        last = next(
+            (
+                p
+                for p in range(len(facts) - 1, -1, -1)
+                if facts[p].role != "system" and not is_reminder(facts[p])
+            ),
+            None,
+        )
+        # A prompt in a user turn that carries results (typed right after a tool result)
+        # merges into that round: the provider reads the active turn on (``_turn_rule``).
+        return last is not None and facts[last].human and not self._index.turns.in_round
+
+    @cached_property
+    def turn_growth(self) -> int:
+        """Estimated tokens the turn now starting is expected to add (0 when none starts)."""
+        return _turn_growth(self._index, self._usable) if self.turn_start else 0
+
+    @cached_property
+    def idle_seconds(self) -> float | None:
+        """Seconds from the previous response to the latest message (None when unknown)."""
+        return _idle(self._index)
 
 
 def moment_of(index: HistoryIndex, usable: int) -> Moment:
     """The moment of a request over the history ``index`` holds now."""
-    facts = index.facts
-    last = next(
-        (
-            p
-            for p in range(len(facts) - 1, -1, -1)
-            if facts[p].role != "system" and not is_reminder(facts[p])
-        ),
-        None,
-    )
-    # A prompt in a user turn that carries results (typed right after a tool result) merges
-    # into that round: the provider reads the active turn on (``_turn_rule``).
-    turn_start = last is not None and facts[last].human and not index.turns.in_round
-    growth = _turn_growth(index, usable) if turn_start else 0
-    return Moment(turn_start=turn_start, turn_growth=growth, idle_seconds=_idle(index))
+    return Moment(index, usable)
 
 
 def _turn_growth(index: HistoryIndex, usable: int) -> int:
@@ -152,10 +167,11 @@ def escalation_timing(
     used: int,
     over_limit: bool,
     effective: int,
-    growth_real: int,
+    to_real: Callable[[int], int],
 ) -> Timing:
     """Decide whether a request escalates, in real-size units (``used`` against the trigger
-    of the ``effective`` budget); ``growth_real`` is the moment's turn growth in those units.
+    of the ``effective`` budget); ``to_real`` converts the moment's turn growth (estimate
+    units) into them.
 
     A turn-start escalation aims low enough that a whole number of turns fits between it and
     the trigger (never above the ordinary target, never below half of it): the next one then
@@ -167,12 +183,10 @@ def escalation_timing(
         return Timing("threshold", target, moment)
     if over_limit:
         return Timing("over_budget", target, moment)
-    if (
-        config.escalate_at_turn_start
-        and moment.turn_start
-        and growth_real > 0
-        and used + growth_real > trigger
-    ):
+    growth_real = (
+        to_real(moment.turn_growth) if config.escalate_at_turn_start and moment.turn_start else 0
+    )
+    if growth_real > 0 and used + growth_real > trigger:
         deepest = math.ceil(DEEPEST_TARGET_SHARE * target)
         if trigger - growth_real >= deepest:
             turns = max(1, math.ceil((trigger - target) / growth_real))
