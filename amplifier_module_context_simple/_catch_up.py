@@ -29,8 +29,11 @@ from typing import Any, Protocol
 from ._budget import Budget
 from ._decisions import CompactionStats, Decisions
 from ._meter import IDENTITY, TokenMeter
+from ._plan import Scope
 from ._planner import Planner
+from ._render import placeholder
 from ._room import made_under
+from ._timing import moment_of, quiet_below
 
 
 class WalkedState(Protocol):
@@ -71,19 +74,24 @@ def catch_up(
             index.on_rewrite(rewritten)
         return
     meter = TokenMeter()
+    bound = _Bound(planner, budget)
     for point in range(1, size):
         if messages[point].get("role") != "assistant" or point < len(index.facts):
             continue
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)
         if scope.open_tail is None:
+            if bound.quiet(scope):
+                continue
             estimate = scope.system_tokens + planner.body_tokens(scope, state.decisions)
+            bound.known(estimate)
             effective = budget.effective_budget
             timing = planner.timing(
                 scope, used=estimate, estimate=estimate, model=IDENTITY, effective=effective
             )
             if timing.reason is None:
                 continue
+        bound.forget()
         plan = planner.plan(
             scope,
             decisions=state.decisions,
@@ -94,3 +102,56 @@ def catch_up(
         if plan.escalated is not None:
             state.decisions, state.stats = plan.decisions, plan.stats
             state.decided_under = made_under(state.decided_under, plan.room, rebased=plan.rebased)
+
+
+class _Bound:
+    """An upper bound of the view's estimate at each request point, so that most points are
+    passed over without rendering or timing them.
+
+    Under unchanged decisions, the view at a later point holds what it held at the last
+    exactly estimated one, plus at most each message indexed since (a decision made earlier
+    only ever shortens what it covers) and a placeholder result for each call among them (an
+    answer that arrives later replaces its placeholder; the estimator never counts ids, so
+    every placeholder costs the same). A point whose bound stays below ``quiet_below`` and
+    that starts no turn cannot escalate (``escalation_timing``).
+    """
+
+    def __init__(self, planner: Planner, budget: Budget) -> None:
+        self._planner = planner
+        self._effective = budget.effective_budget
+        self._placeholder = planner.index.estimate(placeholder(""))
+        self._estimate: int | None = None
+        self._position = 0
+        self._quiet: tuple[int, float] = (-1, 0.0)
+
+    def known(self, estimate: int) -> None:
+        """The exact estimate at the point indexed now."""
+        self._estimate = estimate
+        self._position = len(self._planner.index.facts)
+
+    def forget(self) -> None:
+        """The decisions may change here: the next point is estimated exactly."""
+        self._estimate = None
+
+    def quiet(self, scope: Scope) -> bool:
+        """Whether the point indexed now surely stays below every rule."""
+        if self._estimate is None:
+            return False
+        planner = self._planner
+        index = planner.index
+        config = planner.config
+        if config.escalate_at_turn_start and moment_of(index, scope.usable).turn_start:
+            return False
+        facts = index.facts
+        grown = 0
+        for position in range(self._position, len(facts)):
+            fact = facts[position]
+            grown += fact.tokens + self._placeholder * len(fact.calls)
+        self._estimate += grown
+        self._position = len(facts)
+        if self._quiet[0] != scope.notice_cost:
+            self._quiet = (
+                scope.notice_cost,
+                quiet_below(config, self._effective, scope.notice_cost),
+            )
+        return self._estimate < self._quiet[1]

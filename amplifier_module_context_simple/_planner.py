@@ -74,6 +74,7 @@ class Planner:
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
         self._prefix = PrefixCache()
+        self._last_scope: tuple[tuple[object, ...], Scope] | None = None
         self.composer = Composer(config, index)
         """Passes 6 and 7: the figures of an escalation and the view that states them."""
 
@@ -147,13 +148,26 @@ class Planner:
         retained: frozenset[int] = frozenset(),
         protected_extra: frozenset[int] = frozenset(),
     ) -> Scope:
-        """The scope of a request over the history as indexed now (no sync)."""
+        """The scope of a request over the history as indexed now (no sync).
+
+        The last scope is reused while everything it is built from is the same: a resume's
+        walk asks at every request point of the history, and the history's system messages,
+        its open tail and the notice's cost seldom change from one point to the next.
+        """
         index = self.index
-        stored = [index.facts[i] for i in index.system_positions]
+        open_tail = open_tail_call(index)
+        notice_cost = (
+            self.composer.notice_cost() if open_tail is None or self.composer.in_place else 0
+        )
+        positions = index.system_positions  # a new list whenever the index starts over
+        key = (budget, factory_text, epoch, retained, protected_extra, positions,
+               len(positions), open_tail, notice_cost)  # fmt: skip
+        if self._last_scope is not None and self._last_scope[0] == key:
+            return self._last_scope[1]
+        stored = [index.facts[i] for i in positions]
         systems = system_part(stored, self.system_prompt.message(factory_text))
         known = {id(f.sent): f.tokens for f in stored}
-        open_tail = open_tail_call(index)
-        return Scope(
+        scope = Scope(
             budget=budget,
             systems=systems,
             system_tokens=sum(
@@ -164,10 +178,10 @@ class Planner:
             retained=retained,
             protected_extra=protected_extra,
             epoch=epoch,
-            notice_cost=self.composer.notice_cost()
-            if open_tail is None or self.composer.in_place
-            else 0,
+            notice_cost=notice_cost,
         )
+        self._last_scope = (key, scope)
+        return scope
 
     # ---------------------------------------------------------------- 3. render
 

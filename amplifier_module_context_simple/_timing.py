@@ -26,6 +26,7 @@ __all__ = [
     "Timing",
     "escalation_timing",
     "moment_of",
+    "quiet_below",
     "thinking_after",
 ]
 
@@ -34,7 +35,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 
 from ._config import ContextConfig
 from ._history import HistoryIndex
@@ -57,43 +57,61 @@ class Moment:
     """What the history says about the request being planned (its last message ends it).
 
     Each figure is read from the history the first time a rule asks for it: most requests
-    are far from every rule and never need the turn's growth or the timestamps.
+    are far from every rule and never need the turn's growth or the timestamps. (Cached by
+    hand: ``functools.cached_property`` takes a lock on every read, and a resume's walk asks
+    at thousands of request points.)
     """
+
+    __slots__ = ("_idle_read", "_idle_seconds", "_index", "_turn_growth", "_turn_start", "_usable")
 
     def __init__(self, index: HistoryIndex, usable: int) -> None:
         self._index = index
         self._usable = usable
+        self._turn_start: bool | None = None
+        self._turn_growth: int | None = None
+        self._idle_read = False
+        self._idle_seconds: float | None = None
 
-    @cached_property
+    @property
     def turn_start(self) -> bool:
         """The request follows a human prompt that opens a turn of its own."""
-        facts = self._index.facts
-        last = next(
-            (
-                p
-                for p in range(len(facts) - 1, -1, -1)
-                if facts[p].role != "system" and not is_reminder(facts[p])
-            ),
-            None,
-        )
-        # A prompt in a user turn that carries results (typed right after a tool result)
-        # merges into that round: the provider reads the active turn on (``_turn_rule``).
-        return last is not None and facts[last].human and not self._index.turns.in_round
+        if self._turn_start is None:
+            self._turn_start = _turn_start(self._index)
+        return self._turn_start
 
-    @cached_property
+    @property
     def turn_growth(self) -> int:
         """Estimated tokens the turn now starting is expected to add (0 when none starts)."""
-        return _turn_growth(self._index, self._usable) if self.turn_start else 0
+        if self._turn_growth is None:
+            self._turn_growth = _turn_growth(self._index, self._usable) if self.turn_start else 0
+        return self._turn_growth
 
-    @cached_property
+    @property
     def idle_seconds(self) -> float | None:
         """Seconds from the previous response to the latest message (None when unknown)."""
-        return _idle(self._index)
+        if not self._idle_read:
+            self._idle_seconds, self._idle_read = _idle(self._index), True
+        return self._idle_seconds
 
 
 def moment_of(index: HistoryIndex, usable: int) -> Moment:
     """The moment of a request over the history ``index`` holds now."""
     return Moment(index, usable)
+
+
+def _turn_start(index: HistoryIndex) -> bool:
+    facts = index.facts
+    last = next(
+        (
+            p
+            for p in range(len(facts) - 1, -1, -1)
+            if facts[p].role != "system" and not is_reminder(facts[p])
+        ),
+        None,
+    )
+    # A prompt in a user turn that carries results (typed right after a tool result) merges
+    # into that round: the provider reads the active turn on (``_turn_rule``).
+    return last is not None and facts[last].human and not index.turns.in_round
 
 
 def _turn_growth(index: HistoryIndex, usable: int) -> int:
@@ -197,9 +215,25 @@ def escalation_timing(
     ttl = config.cache_ttl_seconds
     if (
         ttl > 0
+        # The distance first: the timestamps are parsed only for a view near the trigger.
+        and used >= trigger - config.cold_cache_distance * config.usable_budget(effective)
         and moment.idle_seconds is not None
         and moment.idle_seconds >= ttl
-        and used >= trigger - config.cold_cache_distance * config.usable_budget(effective)
     ):
         return Timing("cold_cache", target, moment)
     return Timing(None, target, moment)
+
+
+def quiet_below(config: ContextConfig, effective: int, notice_cost: int) -> float:
+    """The view estimate below which ``escalation_timing`` cannot fire at a request that
+    starts no turn (the identity size model: estimate mode): under the trigger, clear of
+    the hard limit, and farther from the trigger than the cold-cache distance.
+
+    A resume's walk skips its request points on an upper bound of their estimate against
+    this figure, so it must never be higher than the lowest one a rule above fires at.
+    """
+    trigger = config.trigger(effective)
+    quiet = min(trigger, effective - notice_cost)
+    if config.cache_ttl_seconds > 0:
+        quiet = min(quiet, trigger - config.cold_cache_distance * config.usable_budget(effective))
+    return quiet

@@ -8,8 +8,9 @@ Options::
     --plain                    plain-text tables even when Rich is installed
     --save PATH                also write the raw results as JSON to PATH
     --load PATH                print the tables of results saved with --save (no measuring)
-    --profile NAME             cProfile one workload (admit, first_request, turn, escalation,
-                               sticky, reread, estimator) at each of --sizes, in this process
+    --profile NAME             cProfile one workload (admit, first_request, resume,
+                               resume_escalating, turn, escalation, sticky, reread, estimator)
+                               at each of --sizes, in this process
     --replay-only              only the replay benchmark
     --replay-mb 20,200         the replay benchmark: `context-simple replay` on a generated
                                transcript of each size in MB (default 20; --quick: 2; 0: none)
@@ -28,6 +29,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ._profile import WORKLOADS
 
 DEFAULT_SIZES = (1_000, 10_000, 50_000)
 QUICK_SIZES = (300, 1_000)
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=Path, metavar="PATH", help="print saved results")
     parser.add_argument(
         "--profile",
-        choices=("admit", "first_request", "turn", "escalation", "sticky", "reread", "estimator"),
+        choices=WORKLOADS,
         help="cProfile one workload at each size (in this process) instead of measuring",
     )
     parser.add_argument(

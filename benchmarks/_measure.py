@@ -11,7 +11,9 @@ Workloads, in the order they run (timings first, memory last, so tracing never s
 3. right after each admission run, the first request on that freshly filled manager (it
    estimates every message once: the manager estimates lazily, at the first request that sees
    a message): below the trigger, or (every other run) escalating at once; then a resume: a new
-   manager, ``set_messages`` with fresh copies of the stored history, and its first request;
+   manager, ``set_messages`` with fresh copies of the stored history, and its first request
+   (below the trigger, escalating, and with the default budget, under which the running
+   session would have compacted all along: the resume re-derives each of those compactions);
 4. the steady state below the trigger: a warm request with nothing new, and a request right
    after one new turn (an assistant tool call and its result) was added;
 5. the first escalation: a budget chosen so the full view is ``OVER_TRIGGER`` times the
@@ -332,6 +334,18 @@ async def measure_size(size: int, *, quick: bool = False) -> dict[str, Any]:
     figures["resume_first_escalation"] = _figure(
         resume_esc_runs, unit, "the same, its first request escalates"
     )
+    # A session that compacted all along: no budget given, so the default window holds, and
+    # the resume re-derives every escalation the running session made on the way.
+    compacted_runs: list[float] = []
+    for _ in range(max(reps.admit, 2)):
+        fresh = json.loads(stored_text)
+        elapsed, view = await _aclock(lambda f=fresh: _resume(f, None))
+        compacted_runs.append(elapsed)
+        checks["resume_compacted_view_messages"] = len(view)
+        del fresh
+    figures["resume_compacted"] = _figure(
+        compacted_runs, unit, "the same, default budget: the walk re-makes every compaction"
+    )
     phase("resume")
 
     # 4. steady state below the trigger
@@ -450,7 +464,7 @@ async def measure_size(size: int, *, quick: bool = False) -> dict[str, Any]:
     }
 
 
-async def _resume(fresh: list[Message], budget: int) -> list[Any]:
+async def _resume(fresh: list[Message], budget: int | None) -> list[Any]:
     manager = SimpleContextManager(hooks=EventRecorder())
     await manager.set_messages(fresh)
     return await manager.get_messages_for_request(budget)

@@ -26,7 +26,17 @@ from ._measure import (
     make_turns,
 )
 
-WORKLOADS = ("admit", "first_request", "turn", "escalation", "sticky", "reread", "estimator")
+WORKLOADS = (
+    "admit",
+    "first_request",
+    "resume",
+    "resume_escalating",
+    "turn",
+    "escalation",
+    "sticky",
+    "reread",
+    "estimator",
+)
 TURNS = 20
 
 
@@ -47,6 +57,21 @@ async def profile(name: str, size: int, *, top: int = 30) -> str:
 
     if name == "admit":
         await run(lambda: admit_all(manager, history))
+    elif name.startswith("resume"):
+        # what the running session stored, read back as new dicts (outside the profile)
+        await admit_all(manager, history)
+        stored = json.loads(json.dumps(manager.messages))
+        budget = HUGE_BUDGET
+        if name == "resume_escalating":
+            await manager.get_messages_for_request(HUGE_BUDGET)
+            budget = escalation_budget(estimated_tokens(manager), manager)
+        fresh = SimpleContextManager(hooks=EventRecorder())
+
+        async def resume() -> None:
+            await fresh.set_messages(stored)
+            await fresh.get_messages_for_request(budget)
+
+        await run(resume)
     elif name == "estimator":
         profiler.enable()
         sum(estimate_message_tokens(m) for m in history)

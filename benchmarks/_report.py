@@ -19,6 +19,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("admit_plus_estimate", "admission + cold first request"),
     ("resume_first_request", "resume: set_messages + first request"),
     ("resume_first_escalation", "resume, first request escalates"),
+    ("resume_compacted", "resume, default budget (compacted all along)"),
     ("request_below_warm", "request below trigger, nothing new"),
     ("request_below_turn", "request below trigger, one turn added"),
     ("escalation_first", "first escalation (warm)"),
@@ -54,6 +55,13 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "resume_first_request",
         "first request after a resume (new manager, set_messages, one request)",
+        3.0,
+        "ratio",
+    ),
+    Target("resume_first_escalation", "first request after a resume, escalating", 3.0, "ratio"),
+    Target(
+        "resume_compacted",
+        "first request after a resume, default budget (re-derives every compaction)",
         3.0,
         "ratio",
     ),

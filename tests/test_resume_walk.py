@@ -1,0 +1,155 @@
+"""The resume walk passes most request points over on an upper bound of their view.
+
+A resumed manager re-plans every request point of its stored history (``_catch_up``); to stay
+fast it estimates a point exactly only where some rule could fire. These tests pin the two
+things that shortcut rests on: no rule fires below ``quiet_below`` at a point that starts no
+turn, and the bound covers everything a view can gain between two points (placeholder
+results of interrupted calls included), so a resume still sends the running session's views.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from amplifier_core import HookRegistry, HookResult
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager
+from amplifier_module_context_simple._estimate import estimate_message_tokens
+from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._size_model import IDENTITY
+from amplifier_module_context_simple._timing import escalation_timing, moment_of, quiet_below
+
+START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+
+def _stamped(message: dict[str, Any], at: datetime) -> dict[str, Any]:
+    return {**message, "metadata": {"timestamp": at.isoformat()}}
+
+
+def _mid_loop_index(idle_seconds: float) -> HistoryIndex:
+    """A history whose next request is inside a tool loop, ``idle_seconds`` after the answer."""
+    index = HistoryIndex(estimate_message_tokens)
+    history = [
+        _stamped({"role": "user", "content": "Build it."}, START),
+        _stamped(
+            {
+                "role": "assistant",
+                "content": "Building.",
+                "tool_calls": [{"id": "c1", "tool": "bash", "arguments": {"cmd": "make"}}],
+            },
+            START,
+        ),
+        _stamped(
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            START + timedelta(seconds=idle_seconds),
+        ),
+    ]
+    index.sync(history, None)
+    return index
+
+
+@given(
+    threshold=st.floats(0.05, 1.0),
+    distance=st.floats(0.0, 1.0),
+    ttl=st.sampled_from([0.0, 1.0, 300.0]),
+    reserve=st.integers(0, 5_000),
+    effective=st.integers(1, 400_000),
+    notice_cost=st.integers(0, 5_000),
+    idle=st.floats(0.0, 10_000.0),
+    below=st.integers(1, 400_000),
+)
+def test_no_rule_fires_below_the_quiet_figure_outside_a_turn_start(
+    threshold: float,
+    distance: float,
+    ttl: float,
+    reserve: int,
+    effective: int,
+    notice_cost: int,
+    idle: float,
+    below: int,
+) -> None:
+    config = ContextConfig(
+        compact_threshold=threshold,
+        cold_cache_distance=distance,
+        cache_ttl_seconds=ttl,
+        compaction_notice_token_reserve=reserve,
+    )
+    quiet = quiet_below(config, effective, notice_cost)
+    used = math.ceil(quiet) - below
+    index = _mid_loop_index(idle)
+    moment = moment_of(index, config.usable_budget(effective))
+    assert not moment.turn_start
+    timing = escalation_timing(
+        config,
+        moment,
+        used=used,
+        over_limit=used > IDENTITY.to_estimate(effective) - notice_cost,
+        effective=effective,
+        to_real=lambda growth: growth,
+    )
+    assert timing.reason is None, (used, quiet, timing.reason)
+
+
+async def _resume_each_request(history: list[dict[str, Any]], budget: int) -> list[str]:
+    """Drive a running session through ``history``; at each request point, resume a new
+    manager from what the session stored and compare the two views. Returns the reasons of
+    the session's escalations, in order."""
+    reasons: list[str] = []
+    hooks = HookRegistry()
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        reasons.append(data["reason"])
+        return HookResult(action="continue")
+
+    hooks.register("context:compaction", record, name="resume-walk")
+    running = SimpleContextManager(hooks=hooks)
+    for position, message in enumerate(history):
+        if message["role"] == "assistant" and position > 0:
+            stored = json.loads(json.dumps(await running.get_messages()))
+            sent = await running.get_messages_for_request(budget)
+            resumed = SimpleContextManager(hooks=HookRegistry())
+            await resumed.set_messages(stored)
+            again = await resumed.get_messages_for_request(budget)
+            assert json.dumps(again) == json.dumps(sent), f"the resume differs at {position}"
+        await running.add_message(message)
+    return reasons
+
+
+async def test_a_resume_counts_the_placeholders_of_interrupted_calls() -> None:
+    # Calls that never got a result are sent with a placeholder result each. Here every
+    # round is interrupted and a hook's reminder follows it (so no request starts a turn or
+    # waits on an open call): the view grows mostly by placeholders until a request inside
+    # the loop crosses the trigger. A walk that bounded the view by the messages alone
+    # would pass that request over.
+    reminder = {"role": "user", "content": "ok", "metadata": {"source": "hook"}}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Try everything."}]
+    for k in range(40):
+        calls = [{"id": f"c{k}_{j}", "tool": "t", "arguments": {}} for j in range(8)]
+        history.append({"role": "assistant", "content": "", "tool_calls": calls})
+        history.append(dict(reminder))
+    history.append({"role": "assistant", "content": "Done."})
+    reasons = await _resume_each_request(history, 6_000)
+    assert "threshold" in reasons
+
+
+async def test_a_resume_at_a_cold_cache_near_the_trigger_escalates_as_the_session_did() -> None:
+    # Each tool takes an hour: every request finds the cache cold, so the session escalates
+    # as soon as its view is within the cold-cache distance of the trigger, below the trigger.
+    history: list[dict[str, Any]] = [_stamped({"role": "user", "content": "Go."}, START)]
+    at = START
+    for k in range(80):
+        call = {"id": f"c{k}", "tool": "bash", "arguments": {"n": k}}
+        history.append(
+            _stamped({"role": "assistant", "content": f"Step {k}.", "tool_calls": [call]}, at)
+        )
+        at += timedelta(hours=1)
+        result = {"role": "tool", "tool_call_id": f"c{k}", "content": "line\n" * 40}
+        history.append(_stamped(result, at))
+    history.append(_stamped({"role": "assistant", "content": "Done."}, at))
+    reasons = await _resume_each_request(history, 6_000)
+    assert "cold_cache" in reasons
