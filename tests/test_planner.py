@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import fields
 from typing import Any
 
@@ -113,3 +114,52 @@ def test_the_constructor_keywords_are_the_config_fields() -> None:
     assert (manager.max_tokens, manager.token_family) == (12_345, "claude3")
     with pytest.raises(AttributeError, match="no attribute 'compact_treshold'"):
         _ = manager.compact_treshold  # a typo is an error, not a silent None
+
+
+async def test_a_reused_scope_follows_everything_it_is_built_from() -> None:
+    # ``scope_here`` hands back its last scope while nothing it is built from changed (a
+    # resume's walk asks at every request point); each input below must still be seen.
+    planner = _planner()
+    messages = _history(2)
+    small, _ = await planner.inputs(6_000, None)
+    large, _ = await planner.inputs(60_000, None)
+    # Each step changes one input against the step before it.
+    first = planner.scope(messages, small, None)
+    assert planner.scope(messages, small, None) is first  # nothing changed: reused
+    assert planner.scope(messages, large, None).budget is large
+    assert planner.scope(messages, large, "Be terse.").systems[0]["content"] == "Be terse."
+    assert planner.scope(messages, large, "Be terse.", epoch=1).epoch == 1
+    retained = frozenset({1})
+    assert planner.scope(messages, large, "Be terse.", epoch=1, retained=retained).retained == (
+        retained
+    )
+    extra = frozenset({2})
+    assert (
+        planner.scope(
+            messages, large, "Be terse.", epoch=1, retained=retained, protected_extra=extra
+        ).protected_extra
+        == extra
+    )
+    planner.scope(messages, small, None)
+    messages.append({"role": "system", "content": "A hook's note."})
+    assert [m["content"] for m in planner.scope(messages, small, None).systems] == [
+        "A hook's note."
+    ]
+    messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": "c", "tool": "t"}]})
+    assert planner.scope(messages, small, None).open_tail == len(messages) - 1
+
+
+async def test_a_reused_scope_follows_the_notice_cost_as_the_history_grows() -> None:
+    # The longest notice states the history's message count: its cost steps up where the
+    # count gains a digit (the notice's figures reach the size plus a thousand) for an
+    # estimator that counts characters (the built-in one prices a number as one run).
+    def by_characters(message: Any, family: str | None = None) -> int:
+        return len(json.dumps(message))
+
+    planner = Planner(ContextConfig(), HistoryIndex(by_characters))
+    budget, _ = await planner.inputs(None, None)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}] * 8_990
+    before = planner.scope(messages, budget, None).notice_cost
+    messages = messages + [{"role": "user", "content": "go"}] * 20
+    after = planner.scope(messages, budget, None)
+    assert after.notice_cost == planner.composer.notice_cost() > before
