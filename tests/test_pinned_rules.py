@@ -241,6 +241,12 @@ def test_values_nested_too_deep_keep_their_other_scalars() -> None:
     decoded = json.loads(text)
     assert (decoded["name"], decoded["count"], decoded["ok"]) == ("trace", 3, True)
     assert DEEPER in text
+    # MAX_DEPTH levels of containers are kept (the mapping and the lists below it), and the
+    # container one level further down is what DEEPER stands for.
+    levels, node = 1, decoded["nested"]
+    while isinstance(node, list):
+        levels, node = levels + 1, node[0]  # pyright: ignore[reportUnknownVariableType]
+    assert (levels, node) == (MAX_DEPTH, DEEPER)
 
 
 # --- _turn_rule -------------------------------------------------------------------------------
