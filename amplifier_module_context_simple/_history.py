@@ -194,22 +194,26 @@ class HistoryIndex:
         return None if len(facts) <= len(messages) else len(messages)
 
     def _append(self, fact: Facts) -> None:
-        index = len(self.facts)
-        self.facts.append(fact)
+        facts = self.facts
+        index = len(facts)
+        facts.append(fact)
         self._objects.append(fact.message)
-        late = self.pairing.late_answers
-        self.pairing.add(fact.calls, fact.results)
-        if self.pairing.late_answers != late:
+        pairing = self.pairing
+        late = pairing.late_answers
+        pairing.add(fact.calls, fact.results)
+        if pairing.late_answers != late:
             # A call that views already showed as interrupted just got its result: the
             # rendered prefix that holds its placeholder is out of date.
             self.generation += 1
         # What is not sent takes no part in the turns a provider reads: an orphan result, a
         # row kept for display only.
-        if index not in self.pairing.orphans and not fact.display_only:
-            self.turns.feed(
-                index, part_of(fact.role, result=fact.tool_result, calls=bool(fact.calls))
-            )
-        if fact.role == "system":
+        if fact.display_only:
+            self.display_only_positions.append(index)
+            return
+        role = fact.role
+        if index not in pairing.orphans:
+            self.turns.feed(index, part_of(role, result=fact.tool_result, calls=bool(fact.calls)))
+        if role == "system":
             self.system_positions.append(index)
         if fact.human:
             self.human_positions.append(index)
@@ -219,8 +223,6 @@ class HistoryIndex:
             self.loaded_tool_positions.append(index)
         if fact.image:
             self.image_messages += 1
-        if fact.display_only:
-            self.display_only_positions.append(index)
 
     def _plain_facts(self, message: Mapping[str, Any]) -> Facts | None:
         """The facts of a plain message (``_plain``: sent as itself, its ids kept), read in one

@@ -341,19 +341,24 @@ class ToolPairing:
         if answered:
             # One message answers one call: ids it also carries for another call are stray
             # (the view drops them), so that other call still counts as unanswered.
-            owner = next((self._waiting[i] for i in answered if i in self._waiting), None)
-            consumed: list[str] = []
+            waiting = self._waiting
+            owner = None
             for call_id in answered:
-                if owner is not None and self._waiting.get(call_id) == owner:
-                    del self._waiting[call_id]
-                    consumed.append(call_id)
-                    missing = self._unanswered[owner]
-                    missing.discard(call_id)
-                    if not missing:
-                        self.pending_calls.discard(owner)
+                owner = waiting.get(call_id)
+                if owner is not None:
+                    break
             if owner is None:
                 self.orphans.add(index)
             else:
+                consumed: list[str] = []
+                missing = self._unanswered[owner]
+                for call_id in answered:
+                    if waiting.get(call_id) == owner:
+                        del waiting[call_id]
+                        consumed.append(call_id)
+                        missing.discard(call_id)
+                if not missing:
+                    self.pending_calls.discard(owner)
                 self.owner_of[index] = owner
                 self.results_of[owner].append(index)
                 self.answers[index] = tuple(consumed)

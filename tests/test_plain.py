@@ -20,6 +20,7 @@ from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple._history import Facts, HistoryIndex
 from amplifier_module_context_simple._messages import LOADED_TOOLS_KEY
 from amplifier_module_context_simple._plain import read_plain
+from amplifier_module_context_simple._public import is_reference_only
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 from tests.test_adversarial import hostile_sessions
 from tests.test_view_projection import mixed_history
@@ -331,3 +332,35 @@ def test_plain_reading_gives_the_general_facts_on_the_corpus() -> None:
         assert_same_index(
             [{**m, "metadata": {**(m.get("metadata") or {}), "timestamp": TS}} for m in history]
         )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(near_plain(), max_size=16), st.lists(st.integers(0, 16), max_size=4))
+def test_display_only_rows_change_nothing_but_their_own_positions(
+    history: list[Any], at: list[int]
+) -> None:
+    """A row kept for display only holds its position and nothing else: the turns, the
+    positions the ladder reads and the pairing are those of the history without it."""
+    rows = [m for m in history if isinstance(m, dict) and not is_reference_only(m)]
+    shown: list[Any] = list(rows)
+    for place in sorted(at, reverse=True):
+        copy = rows[place % len(rows)] if rows else {"role": "user", "content": "x"}
+        reference = {**copy, "metadata": {"amplifier_public_reference_only": True}}
+        shown.insert(min(place, len(shown)), reference)
+    plain = indexed(HistoryIndex(estimate_message_tokens), rows)
+    both = indexed(HistoryIndex(estimate_message_tokens), shown)
+    assert isinstance(plain, HistoryIndex) and isinstance(both, HistoryIndex)
+    kept = [i for i, fact in enumerate(both.facts) if not fact.display_only]
+    assert both.display_only_positions == [i for i in range(len(shown)) if i not in kept]
+
+    def moved(positions: list[int]) -> list[int]:
+        return [kept[p] for p in positions]
+
+    for key in ("system_positions", "human_positions", "tool_result_positions"):
+        assert getattr(both, key) == moved(getattr(plain, key)), key
+    mine, theirs = both.turns.active(), plain.turns.active()
+    assert mine.anchor == tuple(moved(list(theirs.anchor)))
+    assert (mine.follows, mine.opener) == tuple(
+        None if p is None else kept[p] for p in (theirs.follows, theirs.opener)
+    )
+    assert sorted(both.pairing.orphans) == moved(sorted(plain.pairing.orphans))
