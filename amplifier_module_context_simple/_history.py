@@ -157,7 +157,9 @@ class HistoryIndex:
         """Index ``messages`` up to ``stop`` (a list ``reconcile`` has just accepted)."""
         for message in messages[len(self.facts) : stop]:
             fact = self._plain_facts(message)
-            self._append(fact or self._facts_for(message, len(self.facts)))
+            if fact is None:
+                fact = self._facts_for(message, len(self.facts))
+            self._append(fact)
         self._indexed_list = messages
 
     def _first_change(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
