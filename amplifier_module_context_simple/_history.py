@@ -34,6 +34,7 @@ from ._messages import (
     has_thinking,
     is_human_prompt,
 )
+from ._plain import read_plain
 from ._project import project
 from ._public import is_reference_only
 from ._turn_rule import TurnReader, part_of
@@ -155,7 +156,10 @@ class HistoryIndex:
     def grow(self, messages: Sequence[Mapping[str, Any]], stop: int) -> None:
         """Index ``messages`` up to ``stop`` (a list ``reconcile`` has just accepted)."""
         for message in messages[len(self.facts) : stop]:
-            self._append(self._facts_for(message, len(self.facts)))
+            fact = self._plain_facts(message)
+            if fact is None:
+                fact = self._facts_for(message, len(self.facts))
+            self._append(fact)
         self._indexed_list = messages
 
     def _first_change(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
@@ -192,22 +196,26 @@ class HistoryIndex:
         return None if len(facts) <= len(messages) else len(messages)
 
     def _append(self, fact: Facts) -> None:
-        index = len(self.facts)
-        self.facts.append(fact)
+        facts = self.facts
+        index = len(facts)
+        facts.append(fact)
         self._objects.append(fact.message)
-        late = self.pairing.late_answers
-        self.pairing.add(fact.calls, fact.results)
-        if self.pairing.late_answers != late:
+        pairing = self.pairing
+        late = pairing.late_answers
+        pairing.add(fact.calls, fact.results)
+        if pairing.late_answers != late:
             # A call that views already showed as interrupted just got its result: the
             # rendered prefix that holds its placeholder is out of date.
             self.generation += 1
         # What is not sent takes no part in the turns a provider reads: an orphan result, a
         # row kept for display only.
-        if index not in self.pairing.orphans and not fact.display_only:
-            self.turns.feed(
-                index, part_of(fact.role, result=fact.tool_result, calls=bool(fact.calls))
-            )
-        if fact.role == "system":
+        if fact.display_only:
+            self.display_only_positions.append(index)
+            return
+        role = fact.role
+        if index not in pairing.orphans:
+            self.turns.feed(index, part_of(role, result=fact.tool_result, calls=bool(fact.calls)))
+        if role == "system":
             self.system_positions.append(index)
         if fact.human:
             self.human_positions.append(index)
@@ -217,8 +225,29 @@ class HistoryIndex:
             self.loaded_tool_positions.append(index)
         if fact.image:
             self.image_messages += 1
-        if fact.display_only:
-            self.display_only_positions.append(index)
+
+    def _plain_facts(self, message: Mapping[str, Any]) -> Facts | None:
+        """The facts of a plain message (``_plain``: sent as itself, its ids kept), read in one
+        pass; ``None`` when the general path (``_facts_for``) must decide."""
+        plain = read_plain(message)
+        if plain is None:
+            return None
+        role, calls, result, thinking, loaded_tools, human = plain
+        if result is not None:
+            if not self._ids.answers_as_sent(result):
+                return None
+            results: tuple[str, ...] = (result,)
+        else:
+            results = ()
+            if calls and not self._ids.add_as_sent(calls):
+                return None
+        self.estimator_calls += 1
+        tokens = self._estimator(message, family=self._family)
+        # Positional: a keyword call of a 13-field dataclass costs more than the read above.
+        return Facts(
+            message, message, (), role, calls, results, human, bool(results), thinking,
+            loaded_tools, False, tokens,
+        )  # fmt: skip
 
     def _facts_for(self, message: Mapping[str, Any], position: int) -> Facts:
         if is_reference_only(message):

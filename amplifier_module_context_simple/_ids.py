@@ -158,6 +158,28 @@ class IdAssigner:
             return self._results(raw, position)
         return NO_IDS
 
+    def add_as_sent(self, calls: tuple[str, ...]) -> bool:
+        """Record a message's calls (one or more) whose ids the view sends as they are
+        (distinct, well formed, never used before), as ``add`` would; ``False``, recording
+        nothing, when any is not: then ``add`` decides. One check for the whole message."""
+        used = self._used
+        if (
+            len(set(calls)) != len(calls)
+            or not used.isdisjoint(calls)
+            or max(map(len, calls)) > LONG_ID_LIMIT
+            or SAFE_ID.fullmatch("".join(calls)) is None  # each is safe iff all are
+        ):
+            return False
+        used.update(calls)
+        self._latest.update(zip(calls, calls, strict=True))
+        return True
+
+    def answers_as_sent(self, call_id: str) -> bool:
+        """Whether a result carrying the usable ``call_id`` keeps it in the view (``add``
+        would rename it: the call was renamed, or it copies an id we made up)."""
+        view = self._latest.get(call_id)
+        return call_id not in self._derived if view is None else view == call_id
+
     def _fresh(self, base: str, position: int) -> str:
         limit = SHORT_ID_LIMIT if len(base) <= SHORT_ID_LIMIT else LONG_ID_LIMIT
         attempt = 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _events as events
 from . import _measured, _retention
-from ._admission import Clock, admit
+from ._admission import Clock, admit, admit_all
 from ._budget_now import budget_now
 from ._config import ContextConfig
 from ._decisions import Decisions
@@ -136,15 +136,11 @@ class SimpleContextManager:
             raise TypeError(
                 f"set_messages expects a list of messages, got {type(messages).__name__}"
             )
-        admitted = [
-            admit(m, i, self.config.max_tool_result_bytes, clock=self._clock)
-            for i, m in enumerate(messages)
-        ]
+        stored, clips = admit_all(messages, self.config.max_tool_result_bytes, clock=self._clock)
         self._reset_derived()
-        self.messages = [stored for stored, _ in admitted]
-        for _, clips in admitted:
-            for clip in clips:
-                await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
+        self.messages = stored
+        for clip in clips:
+            await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
 
     async def clear(self) -> None:
         """Empty the history and forget everything derived from it."""

@@ -339,24 +339,17 @@ class ToolPairing:
         index = self._size
         self._size += 1
         if answered:
-            # One message answers one call: ids it also carries for another call are stray
-            # (the view drops them), so that other call still counts as unanswered.
-            owner = next((self._waiting[i] for i in answered if i in self._waiting), None)
-            consumed: list[str] = []
-            for call_id in answered:
-                if owner is not None and self._waiting.get(call_id) == owner:
-                    del self._waiting[call_id]
-                    consumed.append(call_id)
-                    missing = self._unanswered[owner]
-                    missing.discard(call_id)
-                    if not missing:
-                        self.pending_calls.discard(owner)
+            owner, consumed = self._take(answered)
             if owner is None:
                 self.orphans.add(index)
             else:
+                missing = self._unanswered[owner]
+                missing.difference_update(consumed)
+                if not missing:
+                    self.pending_calls.discard(owner)
                 self.owner_of[index] = owner
                 self.results_of[owner].append(index)
-                self.answers[index] = tuple(consumed)
+                self.answers[index] = consumed
                 if owner < self._last_turn:
                     self.late_answers += 1
         else:
@@ -368,6 +361,19 @@ class ToolPairing:
             for call_id in declared:
                 # A reused id leaves the earlier call unanswered: results go to the newest.
                 self._waiting[call_id] = index
+
+    def _take(self, answered: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
+        """The call a result answers and the ids it answers of it, no longer waiting. One
+        message answers one call: ids it also carries for another call are stray (the view
+        drops them), so that other call still counts as unanswered."""
+        waiting = self._waiting
+        if len(answered) == 1:  # a tool message: one lookup
+            return waiting.pop(answered[0], None), answered
+        owner = next((waiting[i] for i in answered if i in waiting), None)
+        consumed = tuple(i for i in answered if owner is not None and waiting.get(i) == owner)
+        for call_id in consumed:
+            del waiting[call_id]
+        return owner, consumed
 
     def missing(self, call_index: int) -> set[str]:
         """Declared ids of the call at ``call_index`` that no result has answered yet."""

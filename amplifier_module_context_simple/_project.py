@@ -36,6 +36,7 @@ __all__ = [
     "REPAIR_KINDS",
     "STRAY_DROPPED",
     "TEXT",
+    "TEXT_FIELD_OF",
     "TOOL_CALL",
     "TOOL_RESULT",
     "Projected",
@@ -101,6 +102,12 @@ _HOST_FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
     "reasoning": (("content", list), ("summary", list)),
 }
 HOST_BLOCK_TYPES = frozenset(_HOST_FIELDS)
+TEXT_FIELD_OF = {
+    kind: fields[0][0]
+    for kind, fields in _HOST_FIELDS.items()
+    if kind != "tool_result" and len(fields) == 1 and fields[0][1] is str
+}
+"""Host block types that need one string field and nothing else (a dict of one is sent as is)."""
 
 Projected = tuple[Mapping[str, Any], tuple[str, ...]]
 
