@@ -654,6 +654,35 @@ def test_an_exact_integer_price_is_rounded_as_the_float_sum_rounds_it() -> None:
     assert text_price((0,) * 7 + (300,) + (0,) * 3, ("claude47",)) == 244
 
 
+_JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
+        st.builds(object), st.builds(_Str, st.text(max_size=3)), st.dates(),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(
+            st.one_of(st.text(max_size=4), st.integers(), st.floats(), st.booleans(), st.none()),
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(_JSON_VALUES)
+def test_arguments_read_as_their_json_text(value: Any) -> None:
+    from amplifier_module_context_simple import _estimate
+
+    if isinstance(value, str):
+        return  # a string argument is its own text
+    expected = json.dumps(value, ensure_ascii=False, default=str)
+    assert _estimate._arguments_json(value) == expected  # pyright: ignore[reportPrivateUsage]
+
+
 # ---------------------------------------------------------------- accuracy on the shared corpus
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="token-count corpus not available")
 @pytest.mark.parametrize("family", FAMILIES)
