@@ -9,19 +9,20 @@ break or byte >= 0x80 is punctuation.
 
 How, and why this way: a whole-history estimate (the first request after a resume) reads every
 byte of the history, so its cost is these counts. One ``bytes.translate`` turns each byte into a
-hex digit, four bits of flags (``_CODES``: letter, punctuation, digit, space; an uppercase
-letter also sets the space bit, which no letter or space has alone; a line break and a byte >=
-0x80 set none), ``binascii.a2b_hex`` packs them two to a byte and the result is one big integer.
-Every count is then a few C-level integer operations over it: a run starts where a flag is set
-and not on the byte before (``x ^ (x & (x >> 4))``: with the first byte most significant, the
-byte before sits four bits higher), a count is ``(x & mask).bit_count()``, the line breaks are
-what the flags' total leaves over, and the punctuation pairs come from a carry
-(``_punct_pairs``). That is about four times faster than counting two- and three-byte patterns
-with ``bytes.count``, which scans the text once per pattern; and one set of flags costs a third
-less than the two (letters, runs) it replaced, whose translate, packing and conversion were half
-the work. A long text is counted in pieces cut after a line break (which ends every run and
-starts none, so the pieces' counts add up): the integers of a piece stay in the processor's
-cache. ``tests/test_features.py`` checks the counts against the direct formulation.
+hex digit of four flags (``_CODES``: letter, punctuation, digit, space; an uppercase letter sets
+letter and space, a line break or a byte >= 0x80 none), ``binascii.a2b_hex`` packs the digits
+two to a byte and ``int.from_bytes`` makes them one big integer. Every count is then a few
+C-level integer operations over it. With the first byte most significant, the byte after sits
+four bits lower, so ``x ^ (x & (x << 4))`` marks where a run ends (a flag set here and not on
+the next byte) and runs are counted by their ends; a count is ``(x & mask).bit_count()``; the
+line breaks are what the flags' total leaves over; the punctuation pairs come from a carry that
+runs from a run's end through the run. That is about four times faster than counting two- and
+three-byte patterns with ``bytes.count``, which scans the text once per pattern, and one integer
+of four flags a byte costs a third less than the two (letters, runs) it replaced: their
+translate, packing and conversion were half the work. A long text is counted in pieces cut after
+a line break (which ends every run and starts none, so the pieces' counts add up), so that the
+integers of a piece stay in the processor's cache. ``tests/test_features.py`` checks the counts
+against the direct formulation.
 """
 
 from __future__ import annotations
@@ -105,54 +106,51 @@ def _masks_for(size: int) -> _Masks:
 
 
 def _ascii_counts(raw: bytes) -> list[int]:
-    """The first nine counts of ``raw``, the line breaks' as what ``_line_breaks`` reads."""
+    """The first nine counts of ``raw``, the line breaks' as the flags' total (``features``)."""
     size = len(raw)
-    masks = _masks_for(size)
+    masks = _masks  # one read: another thread may replace it meanwhile
+    if size > masks.size:
+        masks = _masks_for(size)
     codes = raw.translate(_CODES)
     if size & 1:  # a2b_hex packs pairs of digits; a flagless last one changes no count
         codes += b"0"
     x = int.from_bytes(binascii.a2b_hex(codes), "big")
     one = masks.one
     two = masks.two
-    before = x >> 4  # the flags of the byte before, on this byte's four bits
-    starts = x ^ (x & before)  # a flag set here and not on the byte before: a run starts
+    # With the first byte most significant, the byte after sits four bits lower: ``<< 4``
+    # puts the next byte's flags on this byte's four bits. Runs are counted by their ends.
+    ends = x ^ (x & (x << 4))  # a flag set here and not on the byte after: a run ends
+    letters = x & one
     space_bit = (x >> 3) & one  # _SPACE moved onto _LETTER's bit: spaces and uppercase letters
     upper = space_bit & x
     spaces = space_bit ^ upper
-    spaces &= spaces >> 4  # a space run reached its second byte here...
+    spaces &= spaces << 4  # this byte and the next are spaces...
+    # Punctuation pairs without overlap, ``k // 2`` for a run of ``k``, counted from its end: a
+    # run ending on an even four (from the low end) pairs its odd fours, and one ending on an
+    # odd four its even ones. A carry tells the runs apart: with every other bit set, a bit
+    # added at a run's end carries through the whole run and clears its _PUNCT flags.
+    punct = x & two
+    filled = x | (masks.fill >> (8 * (masks.bytes - len(codes) // 2)))  # as long as ``x``
+    ending_odd = punct & (filled + (ends & masks.two_even))
     return [
-        (x & one).bit_count(),
+        letters.bit_count(),
         upper.bit_count(),
-        (starts & one).bit_count(),
-        # A hump: an uppercase letter after a letter that is not uppercase.
-        (upper & (before ^ (upper >> 4))).bit_count(),
-        (starts & masks.four).bit_count(),
-        (starts & two).bit_count(),
-        _punct_pairs(x, masks, len(codes) // 2),
+        (ends & one).bit_count(),
+        # A hump: a letter that is not uppercase before an uppercase one.
+        ((letters ^ upper) & (upper << 4)).bit_count(),
+        (ends & masks.four).bit_count(),
+        (ends & two).bit_count(),
+        # Runs ending on an even four count their odd fours (the punctuation there that is not
+        # in ``ending_odd``), runs ending on an odd four their even ones.
+        (ending_odd ^ (x & masks.two_odd)).bit_count(),
         x.bit_count(),  # every flag: each byte's but a line break's, an uppercase letter's twice
-        (spaces ^ (spaces & (spaces >> 4))).bit_count(),  # ...and not on the byte before
+        (spaces ^ (spaces & (spaces << 4))).bit_count(),  # ...and the next two are not
     ]
 
 
 _BREAKS_AT = 7
 """``features``' index of the line breaks."""
 _UPPER_AT = 1
-
-
-def _punct_pairs(x: int, masks: _Masks, size: int) -> int:
-    """Punctuation pairs without overlap: ``k // 2`` for a run of ``k``, counted from its end.
-
-    A run ending on an even four (from the low end) pairs its odd fours and one ending on an
-    odd four its even ones. The runs are told apart by a carry: with every other bit set, a
-    bit added at a run's end carries through the whole run and clears its _PUNCT flags.
-    """
-    punct = x & masks.two
-    ends = punct ^ (punct & (punct << 4))  # the next byte (four bits lower) is not punctuation
-    filled = x | (masks.fill >> (8 * (masks.bytes - size)))  # ``size`` bytes, like ``x``
-    ending_odd = punct & (filled + (ends & masks.two_even))
-    # Runs ending on an even four count their odd fours (the punctuation there that is not in
-    # ``ending_odd``), runs ending on an odd four their even ones.
-    return (ending_odd ^ (x & masks.two_odd)).bit_count()
 
 
 def features(text: str) -> tuple[int, ...]:
