@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._features import segments_features
+from ._features import segments_counts
 from ._images import image_from_url, image_size, image_tokens
 from ._messages import (
     COUNTED_CALL_BLOCK_TYPES,
@@ -306,7 +306,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
         lean = _lean(message)
         if lean is not None:
             texts, calls = lean
-            counts = segments_features(texts)
+            counts = segments_counts(texts)
             return MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * calls + text_price(counts, families)
     tally = _Tally()
     if not is_mapping(message):  # a typed Message, or garbage counted as content
@@ -325,7 +325,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
         if isinstance(value, str):
             tally.texts.append(value)
     # The model is linear: sum the counts of all segments, then price them once per family.
-    counts = segments_features([text for text in tally.texts if text])
+    counts = segments_counts([text for text in tally.texts if text])
     images = tally.images
     if not images:
         priced = text_price(counts, families)

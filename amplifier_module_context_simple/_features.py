@@ -27,7 +27,7 @@ against the direct formulation.
 
 from __future__ import annotations
 
-__all__ = ["features", "segments_features"]
+__all__ = ["features", "segments_counts", "segments_features"]
 
 import binascii
 import re
@@ -155,6 +155,10 @@ _UPPER_AT = 1
 
 def features(text: str) -> tuple[int, ...]:
     """The character-class counts of ``text``, in the module docstring's order."""
+    return tuple(_counts(text))
+
+
+def _counts(text: str) -> list[int]:
     raw = text.encode("utf-8", "surrogatepass")
     size = len(raw)
     if size <= _PIECE:
@@ -180,22 +184,30 @@ def features(text: str) -> tuple[int, ...]:
     # Bytes without a flag are line breaks and bytes >= 0x80; the flags' total counts every
     # other byte once and an uppercase letter twice.
     counts[_BREAKS_AT] = size - high - counts[_BREAKS_AT] + counts[_UPPER_AT]
-    return (*counts, cjk, other)
+    counts.append(cjk)
+    counts.append(other)
+    return counts
 
 
 _SEPARATOR = "\n"
 
 
 def segments_features(texts: list[str]) -> tuple[int, ...]:
-    """The counts of several segments, each counted on its own, summed.
+    """The counts of several segments, each counted on its own, summed."""
+    return tuple(segments_counts(texts))
 
-    They are counted in one pass over the segments joined by a line break: a line break ends
+
+def segments_counts(texts: list[str]) -> list[int]:
+    """``segments_features`` as a list (the estimator's form).
+
+    The segments are counted in one pass over them joined by a line break: a line break ends
     every run and starts none, so the only count it changes is the line breaks', by one per
     separator. (One pass instead of one per segment: most segments are short, and then the
     calls cost more than the bytes.)
     """
     if len(texts) == 1:
-        return features(texts[0])
-    counts = list(features(_SEPARATOR.join(texts)))
-    counts[_BREAKS_AT] -= max(len(texts) - 1, 0)
-    return tuple(counts)
+        return _counts(texts[0])
+    counts = _counts(_SEPARATOR.join(texts))
+    if len(texts) > 1:
+        counts[_BREAKS_AT] -= len(texts) - 1
+    return counts

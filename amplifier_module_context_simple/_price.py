@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = ["COEFFICIENTS", "FAMILIES", "float_price", "text_price"]
 
 import math
+from collections.abc import Sequence
 
 FAMILIES: tuple[str, ...] = ("o200k", "claude3", "claude47")
 
@@ -26,7 +27,7 @@ COEFFICIENTS: dict[str, tuple[float, ...]] = {
 }
 
 
-def float_price(counts: tuple[int, ...], name: str) -> int:
+def float_price(counts: Sequence[int], name: str) -> int:
     """The price of a text's counts for one family: the products in order, summed by ``sum``,
     rounded up. This is the definition; ``text_price`` reaches the same integer faster."""
     k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10 = counts
@@ -69,7 +70,7 @@ halves of a float's precision), far less than the 1 / _SCALE that separates an e
 is not an integer from the nearest integer."""
 
 
-def text_price(counts: tuple[int, ...], families: tuple[str, ...]) -> int:
+def text_price(counts: Sequence[int], families: tuple[str, ...]) -> int:
     """``max(float_price(counts, name) for name in families)``, from exact integers.
 
     A family's exact price is its sum of weights over ``_SCALE``. When that is not an integer,
