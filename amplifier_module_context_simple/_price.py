@@ -83,10 +83,14 @@ def text_price(counts: Sequence[int], families: tuple[str, ...]) -> int:
         k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10 = counts
         p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10 = _PACKED
         lanes = (k0 * p0 + k1 * p1 + k2 * p2 + k3 * p3 + k4 * p4 + k5 * p5 + k6 * p6
-                 + k7 * p7 + k8 * p8 + k9 * p9 + k10 * p10)  # fmt: skip
+                 + k7 * p7 + k8 * p8)  # fmt: skip
+        if k9 or k10:  # non-ASCII text
+            lanes += k9 * p9 + k10 * p10
         top = 0
         for name in families:
-            top = max(top, (lanes >> _SHIFTS[name]) & _LANE_MASK)
+            lane = (lanes >> _SHIFTS[name]) & _LANE_MASK
+            if lane > top:
+                top = lane
         if top % _SCALE and top < _EXACT_BELOW:
             return top // _SCALE + 1
         if not top:  # every product is 0.0

@@ -652,6 +652,10 @@ def test_an_exact_integer_price_is_rounded_as_the_float_sum_rounds_it() -> None:
         for families in (FAMILIES, *((family,) for family in FAMILIES)):
             assert text_price(counts, families) == max(float_price(counts, f) for f in families)
     assert text_price((0,) * 7 + (300,) + (0,) * 3, ("claude47",)) == 244
+    # Past 2**49 weight units the floats lose the thousandths: 0.039 * 913269621787359 is
+    # 35617515249707.001 exactly, but the float product rounds down to an integer.
+    huge = (913269621787359,) + (0,) * 10
+    assert text_price(huge, ("o200k",)) == float_price(huge, "o200k") == 35617515249707
 
 
 _JSON_VALUES = st.recursive(
