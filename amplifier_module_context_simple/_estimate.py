@@ -128,16 +128,21 @@ def _json_encoder() -> Callable[[Any], str]:
     without building an encoder per call (half the cost of ``JSONEncoder.encode``, which builds
     the C encoder each time). It keeps no circular-reference markers (shared between calls they
     would outlive a failed call): a cycle recurses until RecursionError instead of raising
-    ValueError, and either way the caller walks the value instead."""
+    ValueError, and either way the caller walks the value instead. Without the C encoder, or
+    if it does not write what the encoder's own method writes, that method it is."""
     encoder = json.JSONEncoder(ensure_ascii=False, default=str)
     make: Any = getattr(json.encoder, "c_make_encoder", None)  # private: the C accelerator
-    if make is None:  # none: the encoder's own method
-        return encoder.encode
-    chunks = make(
-        None, str, json.encoder.encode_basestring, None, encoder.key_separator,
-        encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan,
-    )  # fmt: skip
-    return lambda value: "".join(chunks(value, 0))
+    try:
+        chunks = make(
+            None, str, json.encoder.encode_basestring, None, encoder.key_separator,
+            encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan,
+        )  # fmt: skip
+        probe = {"é": [1, 2.5, None, True, float("inf")], 3: {"k": "v\n"}}
+        if "".join(chunks(probe, 0)) == encoder.encode(probe):
+            return lambda value: "".join(chunks(value, 0))
+    except Exception:  # none, or another signature: the encoder's own method
+        pass
+    return encoder.encode
 
 
 _arguments_json = _json_encoder()
