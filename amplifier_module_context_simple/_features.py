@@ -18,7 +18,7 @@ the next byte) and runs are counted by their ends; a count is ``(x & mask).bit_c
 line breaks are what the flags' total leaves over; the punctuation pairs come from a carry that
 runs from a run's end through the run. That is about four times faster than counting two- and
 three-byte patterns with ``bytes.count``, which scans the text once per pattern, and one integer
-of four flags a byte costs a third less than the two (letters, runs) it replaced: their
+of four flags a byte costs a fifth less than the two (letters, runs) it replaced, whose
 translate, packing and conversion were half the work. A long text is counted in pieces cut after
 a line break (which ends every run and starts none, so the pieces' counts add up), so that the
 integers of a piece stay in the processor's cache. ``tests/test_features.py`` checks the counts
@@ -106,7 +106,8 @@ def _masks_for(size: int) -> _Masks:
 
 
 def _ascii_counts(raw: bytes) -> list[int]:
-    """The first nine counts of ``raw``, the line breaks' as the flags' total (``features``)."""
+    """The first nine counts of ``raw``, with the flags' total where the line breaks go
+    (``_counts`` turns it into them)."""
     size = len(raw)
     masks = _masks  # one read: another thread may replace it meanwhile
     if size > masks.size:
