@@ -276,7 +276,10 @@ def _lean(message: dict[Any, Any]) -> tuple[list[str], int] | None:
                     text = block.get("text")
                 elif kind == "thinking":
                     text = block.get("thinking")
-                elif kind in COUNTED_CALL_BLOCK_TYPES and block.get("id") in call_ids:
+                elif kind in COUNTED_CALL_BLOCK_TYPES:
+                    block_id = block.get("id")
+                    if not (isinstance(block_id, str) and block_id in call_ids):
+                        return None
                     continue  # counted in tool_calls
                 else:
                     return None

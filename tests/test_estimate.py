@@ -468,7 +468,11 @@ _VALUES = st.one_of(
     st.builds(lambda t: {"text": t}, st.text(max_size=5)),
 )
 _IDS = st.one_of(
-    st.sampled_from(["c1", "c2", ""]), st.none(), st.integers(0, 2), st.builds(_Str, st.just("c2"))
+    st.sampled_from(["c1", "c2", ""]),
+    st.none(),
+    st.integers(0, 2),
+    st.builds(_Str, st.just("c2")),
+    st.just(["c1"]),  # unhashable: never looked up in a set
 )
 _ARGUMENTS = st.one_of(
     _VALUES,
