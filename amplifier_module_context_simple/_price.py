@@ -64,10 +64,10 @@ _PACKED = tuple(
 """Each count's weights for all families in one integer, a lane each: one sum of eleven
 products prices the text for every family at once."""
 _EXACT_BELOW = 1 << 49
-"""Below this sum of weights, the float sum is within 1.4e-15 of the exact value (the rounding
-of the coefficients, of the products and of ten additions, relative to the value: at most 12
-halves of a float's precision), far less than the 1 / _SCALE that separates an exact value that
-is not an integer from the nearest integer."""
+"""The float sum is within 1.4e-15 times the exact value of it (the rounding of the
+coefficients, of the products and of ten additions: at most 12 halves of a float's precision),
+and below this many weight units that is less than the 1 / _SCALE that separates an exact value
+that is not an integer from the nearest integer (1.4e-15 * 2**49 / _SCALE < 1 / _SCALE)."""
 
 
 def text_price(counts: Sequence[int], families: tuple[str, ...]) -> int:
