@@ -126,6 +126,11 @@ def test_long_lines_and_cuts_at_every_offset_count_the_same() -> None:
     line = "Hello, wORLD... 42   x\t-- 中文 é!\r" * (2 * piece // 30)  # longer than a piece
     for text in (line, line + "\n" + line, "ab\n" * piece, "..\n..  " * (piece // 3)):
         assert features(text) == direct(text)
+    # A line of more than 1 MiB is one piece, past the kept masks: it builds masks of its own.
+    kept = _features._KEPT_MASK_BYTES  # pyright: ignore[reportPrivateUsage]
+    long_line = "Hello, wORLD... 42   x\t-- é!\r" * (kept // 30 + 3)
+    assert len(long_line.encode()) > kept
+    assert features(long_line) == direct(long_line)
     for offset in range(-3, 4):  # a line break just before, at and after the piece size
         text = "A." * ((piece + offset) // 2) + "\n" + "  b.." * 10
         assert features(text) == direct(text)
