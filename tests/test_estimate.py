@@ -20,6 +20,8 @@ from amplifier_module_context_simple._estimate import (
     family_for_model,
 )
 from amplifier_module_context_simple._images import image_size
+from amplifier_module_context_simple._messages import TEXT_BLOCK_TYPES
+from amplifier_module_context_simple._price import float_price, text_price
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 FAMILIES_AND_NONE: tuple[str | None, ...] = (*FAMILIES, None)
@@ -444,6 +446,249 @@ def test_deep_nesting_does_not_overflow() -> None:
     assert (
         estimate_message_tokens({"role": "assistant", "tool_calls": [{"arguments": cyclic}]}) >= 8
     )
+
+
+# ---------------------------------------------------------------- the lean walk, exact prices
+# A dict message of the common shapes takes a lean walk; any other mapping the general one,
+# which reads a dict and a read-only view of it the same way. So the two must agree on every
+# message: the shapes the lean walk accepts and those it hands on.
+class _Str(str):
+    """A str subclass: the general walk reads it as a string wherever it checks isinstance."""
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.text(max_size=30),
+    st.sampled_from(["", "x", "Hello, World... 42"]),
+    st.integers(-5, 10**12),
+    st.floats(allow_nan=False),
+    st.builds(_Str, st.text(max_size=10)),
+    st.lists(st.text(max_size=5), max_size=2),
+    st.builds(lambda t: {"text": t}, st.text(max_size=5)),
+)
+_IDS = st.one_of(
+    st.sampled_from(["c1", "c2", ""]),
+    st.none(),
+    st.integers(0, 2),
+    st.builds(_Str, st.just("c2")),
+    st.just(["c1"]),  # unhashable: never looked up in a set
+)
+_ARGUMENTS = st.one_of(
+    _VALUES,
+    st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(st.integers(), st.text(max_size=10), st.none(), st.lists(st.integers())),
+        max_size=3,
+    ),
+    st.just({(1, 2): "a tuple key: no JSON text"}),
+    st.just({"set": {1, 2}, "nested": {"deep": [1, "two"]}}),  # a set: JSON falls back to str
+    st.just(float("nan")),
+)
+_FUNCTION_KEYS = {"name": _VALUES, "arguments": _ARGUMENTS, "input": _ARGUMENTS}
+_CALLS = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": _IDS,
+        "type": st.just("function"),
+        "function": st.one_of(
+            st.none(), st.fixed_dictionaries({}, optional=_FUNCTION_KEYS), st.text(max_size=3)
+        ),
+        "tool": _VALUES,
+        **_FUNCTION_KEYS,
+    },
+)
+_BLOCKS = st.one_of(
+    st.builds(lambda kind, text: {"type": kind, "text": text},
+              st.sampled_from(sorted(TEXT_BLOCK_TYPES)), _VALUES),
+    st.builds(lambda text: {"type": "thinking", "thinking": text, "signature": "sig"}, _VALUES),
+    st.builds(lambda kind, call_id, args: {"type": kind, "id": call_id, "name": "bash",
+                                            "input": args},
+              st.sampled_from(["tool_call", "tool_use", "function_call"]), _IDS, _ARGUMENTS),
+    st.builds(lambda body: {"type": "tool_result", "tool_use_id": "c1", "content": body}, _VALUES),
+    st.builds(lambda text: {"type": "redacted_thinking", "data": text}, st.text(max_size=5)),
+    st.builds(lambda url: {"type": "image_url", "image_url": {"url": url}}, _IMAGE_URLS),
+    st.builds(lambda kind: {"type": kind, "text": "typeless"},
+              st.one_of(st.none(), st.integers(0, 2), st.just(["a list"]))),
+    _VALUES,
+)  # fmt: skip
+COMMON_AND_ODD_MESSAGES = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"])},
+    optional={
+        "content": st.one_of(_VALUES, st.lists(_BLOCKS, max_size=5), st.tuples(_BLOCKS)),
+        "tool_calls": st.one_of(
+            st.lists(_CALLS, max_size=3), st.tuples(_CALLS), st.none(), st.text(max_size=2)
+        ),
+        "function_call": st.one_of(st.none(), _CALLS, st.text(max_size=2)),
+        "reasoning_content": _VALUES,
+        "reasoning": _VALUES,
+        "thinking": _VALUES,
+    },
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(COMMON_AND_ODD_MESSAGES)
+def test_the_lean_walk_counts_what_the_general_walk_counts(message: dict[str, Any]) -> None:
+    general = MappingProxyType(message)
+    for family in FAMILIES_AND_NONE:
+        assert estimate_message_tokens(message, family=family) == estimate_message_tokens(
+            general, family=family
+        )
+
+
+_TEXT = st.one_of(
+    st.text(max_size=30), st.sampled_from(["", "x"]), st.builds(_Str, st.text(max_size=5))
+)
+_NAME = st.one_of(st.none(), _TEXT)
+_LEAN_ARGUMENTS = st.one_of(
+    st.none(),
+    _TEXT,
+    st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), _TEXT), max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.just({(1, 2): "a tuple key: no JSON text"}),
+)
+
+
+@st.composite
+def lean_messages(draw: st.DrawFn) -> dict[str, Any]:
+    """Messages of the shapes the lean walk reads (and a few it hands on: a call block of an id
+    no ``tool_calls`` entry has, a call whose arguments have no JSON text)."""
+    calls = []
+    for call_id in draw(st.lists(st.one_of(_IDS, st.builds(_Str, st.just("c1"))), max_size=3)):
+        spec = draw(
+            st.fixed_dictionaries(
+                {}, optional={"name": _NAME, "arguments": _LEAN_ARGUMENTS, "input": _LEAN_ARGUMENTS}
+            )
+        )
+        if draw(st.booleans()):
+            call = {"id": call_id, "type": "function", "function": spec}
+            if draw(st.booleans()):
+                call["tool"] = draw(_NAME)
+        else:
+            call = {"id": call_id, "tool": draw(_NAME), **spec}
+        calls.append(call)
+    blocks = st.one_of(
+        st.builds(
+            lambda kind, text: {"type": kind, "text": text},
+            st.sampled_from(sorted(TEXT_BLOCK_TYPES)),
+            _NAME,
+        ),
+        st.builds(lambda text: {"type": "thinking", "thinking": text, "signature": "s"}, _NAME),
+        st.builds(
+            lambda kind, call_id: {"type": kind, "id": call_id, "input": {"a": 1}},
+            st.sampled_from(["tool_call", "tool_use", "function_call"]),
+            _IDS,
+        ),
+        _NAME,
+    )
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": draw(st.one_of(_NAME, st.lists(blocks, max_size=4))),
+    }
+    if calls or draw(st.booleans()):
+        message["tool_calls"] = calls
+    for key in draw(st.lists(st.sampled_from(["reasoning_content", "reasoning", "thinking"]))):
+        message[key] = draw(st.one_of(_NAME, st.integers()))
+    return message  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(lean_messages())
+def test_the_lean_walk_reads_its_shapes_as_the_general_walk(message: dict[str, Any]) -> None:
+    general = MappingProxyType(message)
+    for family in FAMILIES_AND_NONE:
+        assert estimate_message_tokens(message, family=family) == estimate_message_tokens(
+            general, family=family
+        )
+
+
+def test_the_lean_walk_reads_a_session_as_the_general_walk() -> None:
+    from amplifier_module_context_simple.replay.recordings.example_session import (
+        generate_session,
+    )
+
+    for message in generate_session(400, seed=3):
+        assert estimate_message_tokens(message) == estimate_message_tokens(
+            MappingProxyType(message)
+        )
+
+
+def test_the_lean_walk_takes_the_common_shapes() -> None:
+    from amplifier_module_context_simple import _estimate
+
+    calls = [
+        {"id": "c1", "tool": "bash", "arguments": {"command": "ls"}},
+        {"id": "c2", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+    ]
+    common: list[dict[str, Any]] = [
+        {"role": "user", "content": "Hi."},
+        {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "a\nb"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "assistant", "content": "", "reasoning_content": "Hm.", "tool_calls": calls},
+        {
+            "role": "assistant",
+            "tool_calls": calls,
+            "content": [
+                {"type": "thinking", "thinking": "Plan.", "signature": "s"},
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_call", "id": "c1", "name": "bash", "input": {"command": "ls"}},
+            ],
+        },
+    ]
+    for message in common:
+        assert _estimate._lean(message) is not None, message  # pyright: ignore[reportPrivateUsage]
+
+
+_COUNTS = st.tuples(*[st.integers(0, 2_000)] * 11) | st.tuples(*[st.integers(0, 10**12)] * 11)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_COUNTS, st.sampled_from([FAMILIES, *((family,) for family in FAMILIES)]))
+def test_exact_prices_are_the_float_prices(counts: tuple[int, ...], families: Any) -> None:
+    assert text_price(counts, families) == max(float_price(counts, name) for name in families)
+
+
+def test_an_exact_integer_price_is_rounded_as_the_float_sum_rounds_it() -> None:
+    # 0.81 * 300 is 243 exactly but 243.00000000000003 as floats: the price is 244, as ever.
+    for k, count in ((7, 300), (8, 180), (7, 100), (0, 1000), (2, 50), (6, 0)):
+        counts = tuple(count if i == k else 0 for i in range(11))
+        for families in (FAMILIES, *((family,) for family in FAMILIES)):
+            assert text_price(counts, families) == max(float_price(counts, f) for f in families)
+    assert text_price((0,) * 7 + (300,) + (0,) * 3, ("claude47",)) == 244
+    # Past 2**49 weight units the floats lose the thousandths: 0.039 * 913269621787359 is
+    # 35617515249707.001 exactly, but the float product rounds down to an integer.
+    huge = (913269621787359,) + (0,) * 10
+    assert text_price(huge, ("o200k",)) == float_price(huge, "o200k") == 35617515249707
+
+
+_JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
+        st.builds(object), st.builds(_Str, st.text(max_size=3)), st.dates(),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(
+            st.one_of(st.text(max_size=4), st.integers(), st.floats(), st.booleans(), st.none()),
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(_JSON_VALUES)
+def test_arguments_read_as_their_json_text(value: Any) -> None:
+    from amplifier_module_context_simple import _estimate
+
+    if isinstance(value, str):
+        return  # a string argument is its own text
+    expected = json.dumps(value, ensure_ascii=False, default=str)
+    assert _estimate._arguments_json(value) == expected  # pyright: ignore[reportPrivateUsage]
 
 
 # ---------------------------------------------------------------- accuracy on the shared corpus

@@ -8,6 +8,8 @@ estimator counted before; the two must agree on every text, so no estimate moves
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -107,4 +109,28 @@ def test_the_end_bytes_of_a_text_just_past_the_kept_masks_are_counted() -> None:
     for extra in (1, 3, 8):
         kept = _features._masks.size  # pyright: ignore[reportPrivateUsage]
         text = "Qa9 \n" + "." * (kept - 9) + "aB\n1 " + "Zz9\n\n  ..."[:extra]
+        assert features(text) == direct(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS, st.integers(min_value=1, max_value=24))
+def test_a_text_counted_in_pieces_counts_what_it_counts_whole(text: str, piece: int) -> None:
+    # A long text is cut after line breaks into pieces counted on their own; with tiny pieces
+    # every generated text is cut wherever it has a line break.
+    with patch.object(_features, "_PIECE", piece):
+        assert features(text) == direct(text)
+
+
+def test_long_lines_and_cuts_at_every_offset_count_the_same() -> None:
+    piece = _features._PIECE  # pyright: ignore[reportPrivateUsage]
+    line = "Hello, wORLD... 42   x\t-- 中文 é!\r" * (2 * piece // 30)  # longer than a piece
+    for text in (line, line + "\n" + line, "ab\n" * piece, "..\n..  " * (piece // 3)):
+        assert features(text) == direct(text)
+    # A line of more than 1 MiB is one piece, past the kept masks: it builds masks of its own.
+    kept = _features._KEPT_MASK_BYTES  # pyright: ignore[reportPrivateUsage]
+    long_line = "Hello, wORLD... 42   x\t-- é!\r" * (kept // 30 + 3)
+    assert len(long_line.encode()) > kept
+    assert features(long_line) == direct(long_line)
+    for offset in range(-3, 4):  # a line break just before, at and after the piece size
+        text = "A." * ((piece + offset) // 2) + "\n" + "  b.." * 10
         assert features(text) == direct(text)
