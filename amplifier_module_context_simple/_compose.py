@@ -29,6 +29,7 @@ from ._plan import Scope
 from ._render import (
     NoticeFigures,
     RenderResult,
+    ShortForms,
     notice_boundary,
     notice_figures,
     notice_message,
@@ -40,9 +41,13 @@ from ._timing import Timing, thinking_after
 class Composer:
     """Statistics and composition over one history index with one configuration."""
 
-    def __init__(self, config: ContextConfig, index: HistoryIndex) -> None:
+    def __init__(
+        self, config: ContextConfig, index: HistoryIndex, forms: ShortForms | None = None
+    ) -> None:
         self.config = config
         self.index = index
+        self._forms = forms
+        """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
@@ -81,12 +86,10 @@ class Composer:
         """The figures of one escalation (with the notice compose adds); ``after``: the body."""
         config = self.config
         decisions = step.decisions
-        changed = itertools.chain(
-            decisions.removed - previous.removed,
-            set(decisions.truncated) - set(previous.truncated),
-            set(decisions.stubbed) - set(previous.stubbed),
-        )
-        edit = min(changed, default=len(self.index.facts))
+        # The escalation knows where it touched the decisions it started from: only those
+        # positions are compared (a compacted history leaves out thousands).
+        added = decisions.added(previous, step.touched if previous is step.base else None)
+        edit = min(itertools.chain(*added), default=len(self.index.facts))
         stats = CompactionStats.of_escalation(
             step.decisions,
             previous,
@@ -105,6 +108,7 @@ class Composer:
             reason=None if timing is None else timing.reason,
             at_turn_start=timing is not None and timing.moment.turn_start,
             thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
+            added=added,
         )
         if not self._shows_notice(scope, step.decisions):
             return stats
@@ -183,6 +187,7 @@ class Composer:
             boundary,
             open_tail=scope.open_tail,
             keep_chars=self.config.truncate_chars,
+            forms=self._forms,
         ).messages
 
     def _active_turn_start(self) -> int:
