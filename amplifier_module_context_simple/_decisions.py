@@ -17,7 +17,7 @@ __all__ = [
 
 import itertools
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -123,24 +123,18 @@ class Decisions:
             relaxed=frozenset(p for p in self.relaxed if p < position),
         )
 
-    def added(self, previous: Decisions, among: Iterable[int] | None = None) -> Reductions:
+    def added(self, previous: Decisions, among: frozenset[int] | None = None) -> Reductions:
         """What these decisions leave out, shorten and stub that ``previous`` did not.
 
         ``among``: every position where the two may differ, when the escalation that made
-        these from ``previous`` knows them (it looks only at those, not at every position
-        either leaves out).
+        these from ``previous`` knows them: of the positions left out (thousands, once a long
+        history is compacted) only those are compared.
         """
-        if among is None:
-            return (
-                tuple(sorted(self.removed - previous.removed)),
-                tuple(sorted(set(self.truncated) - set(previous.truncated))),
-                tuple(sorted(set(self.stubbed) - set(previous.stubbed))),
-            )
-        positions = sorted(among)
+        removed = self.removed if among is None else among.intersection(self.removed)
         return (
-            tuple(p for p in positions if p in self.removed and p not in previous.removed),
-            tuple(p for p in positions if p in self.truncated and p not in previous.truncated),
-            tuple(p for p in positions if p in self.stubbed and p not in previous.stubbed),
+            tuple(sorted(removed.difference(previous.removed))),
+            tuple(sorted(set(self.truncated).difference(previous.truncated))),
+            tuple(sorted(set(self.stubbed).difference(previous.stubbed))),
         )
 
     @property

@@ -3,7 +3,7 @@ what they cost.
 
 A form is built from the message's sent form (``Facts.sent``) and never touches the history's
 dict. ``ShortForms`` remembers the estimate of each form by position while the history index's
-facts hold (its generation and tokenizer family): an escalation weighs the same shortened result
+facts hold (its generation): an escalation weighs the same shortened result
 again and again (the rungs, mending, the render after it, the next escalation), and a catch-up
 walk makes a hundred escalations in a row.
 """
@@ -139,23 +139,23 @@ class ShortForms:
 
     A form is a function of the message's sent form and its parameters (the original's tokens
     in the marker, the kept length), and its estimate of the form and the tokenizer family:
-    the cache holds while the index's generation and family do (a rewritten or re-indexed
-    history bumps the generation), and starts over when either changes.
+    the cache holds while the index's generation does (a rewritten history, or one re-indexed
+    for another tokenizer family, bumps it), and starts over when it changes.
     """
 
     def __init__(self, index: HistoryIndex) -> None:
         self.index = index
-        self._key: tuple[int, str | None] = (index.generation, index.family)
+        self._generation = index.generation
         self._truncated: dict[int, tuple[int, int, int]] = {}
         """Position -> (original tokens, kept characters, estimate of the truncated form)."""
         self._stubbed: dict[int, int] = {}
         self._placeholders: dict[str, int] = {}
 
     def _current(self) -> None:
-        index = self.index
-        key = (index.generation, index.family)
-        if key != self._key:
-            self._key = key
+        # A new tokenizer family re-indexes the history, which bumps the generation too.
+        generation = self.index.generation
+        if generation != self._generation:
+            self._generation = generation
             self._truncated, self._stubbed, self._placeholders = {}, {}, {}
 
     def truncated_tokens(self, position: int, original_tokens: int, keep_chars: int) -> int:
@@ -165,7 +165,9 @@ class ShortForms:
         if known is not None and known[0] == original_tokens and known[1] == keep_chars:
             return known[2]
         form = truncated(self.index.facts[position].sent, original_tokens, keep_chars)
-        return self._keep_truncated(position, original_tokens, keep_chars, form)
+        tokens = self.index.estimate(form)
+        self._truncated[position] = (original_tokens, keep_chars, tokens)
+        return tokens
 
     def truncated(
         self, position: int, original_tokens: int, keep_chars: int
@@ -176,12 +178,9 @@ class ShortForms:
         known = self._truncated.get(position)
         if known is not None and known[0] == original_tokens and known[1] == keep_chars:
             return form, known[2]
-        return form, self._keep_truncated(position, original_tokens, keep_chars, form)
-
-    def _keep_truncated(self, position: int, original: int, keep_chars: int, form: Message) -> int:
         tokens = self.index.estimate(form)
-        self._truncated[position] = (original, keep_chars, tokens)
-        return tokens
+        self._truncated[position] = (original_tokens, keep_chars, tokens)
+        return form, tokens
 
     def stubbed_tokens(self, position: int) -> int:
         """The estimate of ``stubbed`` for the message at ``position``."""

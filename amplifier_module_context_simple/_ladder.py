@@ -304,9 +304,12 @@ def _remove(plan: WorkingPlan, protected: frozenset[int], target: int, keep_char
         head = unit[0]
         # The call still being executed is in the floor; an older interrupted call is history
         # like any other (its placeholder goes with it).
-        if head == plan.pinned or plan.locked(head) or any(p in protected for p in unit):
+        if head == plan.pinned or plan.locked(head) or not protected.isdisjoint(unit):
             continue
-        plan.usage -= sum(plan.rendered_tokens(p, keep_chars) for p in unit)
+        saved = 0
+        for p in unit:  # weighed as shown, before any of it is taken out
+            saved += plan.rendered_tokens(p, keep_chars)
+        plan.usage -= saved
         for p in unit:
             plan.take_out(p)
         plan.changed = True

@@ -138,20 +138,21 @@ def render_range(
             continue
         _emit(out, forms, decisions, position, fact, keep_chars)
         if fact.calls:
-            for result in index.pairing.results_of.get(position, ()):
+            for result in pairing.results_of.get(position, ()):
                 if result in decisions.removed:
                     continue
                 _emit(out, forms, decisions, result, facts[result], keep_chars)
-                owned = index.pairing.answers[result]
-                stray = set(facts[result].results) - set(owned)
+                owned, answered = pairing.answers[result], facts[result].results
+                stray = set(answered).difference(owned) if answered != owned else None
                 if stray:
                     out.messages[-1] = without_results(out.messages[-1], stray, owned)
                     out.repaired.append(
                         f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
                         f"{result}: they do not answer a call that is waiting for them"
                     )
-            if position != open_tail:
-                for call_id in sorted(index.pairing.missing(position)):
+            missing = pairing.missing(position)
+            if missing and position != open_tail:
+                for call_id in sorted(missing):
                     filler, tokens = forms.placeholder(call_id)
                     out.messages.append(filler)
                     out.tokens += tokens
@@ -180,7 +181,8 @@ def _emit(
         out.tokens += fact.tokens
     out.messages.append(message)
     out.rendered += 1
-    out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+    if fact.kinds:
+        out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
 
 
 def notice_boundary(decisions: Decisions, latest: CompactionStats | None, history_size: int) -> int:

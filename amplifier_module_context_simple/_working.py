@@ -61,52 +61,67 @@ class WorkingPlan:
         self.pinned: int | None = None
         """A position no rung may remove (it may still be shortened)."""
         shown = base.shown(0, size)
-        self._candidates = shown if isinstance(shown, list) else list(shown)
+        self._candidates: list[int] | range = shown if isinstance(shown, range) else list(shown)
         """Ascending positions that include every one the plan shows: what ``base`` shows and
         what the plan put back (a position taken out stays listed; walks skip it)."""
         back = [p for p in retained if p < size and p in base.removed]
         if back:
             self._candidates = sorted({*self._candidates, *back})
-        self._start: dict[int, _State] = {}
-        """How each position the plan touched was shown before it did."""
-        self._hide_results_of_left_out_calls()
-        self._hidden = frozenset(self._start)
-        self._start.clear()  # ``reduced`` compares with the plan as made, results hidden
+        self._inserted = 0
+        """How many positions ``put_back`` added to ``_candidates`` (a walk then looks again)."""
+        self._touched: set[int] = set()
+        """Every position the rungs, the fit pass or mending changed (``reduced``)."""
+        self._hidden = self._hide_results_of_left_out_calls()
 
-    def _hide_results_of_left_out_calls(self) -> None:
+    def _hide_results_of_left_out_calls(self) -> frozenset[int]:
         """Leave out every result whose call is left out: the render never shows one without
         its call, so the plan must not count it as shown (or shortening it would seem to save
-        tokens the view never spent).
+        tokens the view never spent). Returns the results it left out.
 
         The rungs remove whole rounds, but two things leave such a result outside ``removed``:
         a rewritten history whose change falls inside a left-out round (the decisions before
         the change keep the call out, the results after it get no decision), and a late
         result answering a call that was already left out.
         """
-        removed, owner_of = self.removed, self.index.pairing.owner_of
+        removed, pairing = self.removed, self.index.pairing
         # Found before any is taken out: only the calls left out when the plan is made count
-        # (a result that is itself a call, hidden here, does not hide its own results).
-        hidden = [p for p in self.shown_list() if owner_of.get(p, -1) in removed]
+        # (a result that is itself a call, hidden here, does not hide its own results). Read
+        # from whichever is shorter: the calls left out, or what is shown.
+        if len(removed) <= len(self._candidates):
+            calls = removed.intersection(pairing.results_of)
+            hidden = [r for c in calls for r in pairing.results_of[c] if r not in removed]
+        else:
+            owner_of = pairing.owner_of
+            hidden = [p for p in self.shown_list() if owner_of.get(p, -1) in removed]
         for result in hidden:
             self.take_out(result)
+        self._touched.clear()  # ``reduced`` compares with the plan as made, results hidden
+        return frozenset(hidden)
 
     def shown(self) -> Iterator[int]:
         """The positions the plan shows, ascending, read as the walk goes: a position taken
         out ahead of the walk is skipped and one put back ahead of it is visited (as a walk of
         the whole history that skips what is removed would)."""
-        candidates, removed = self._candidates, self.removed
-        i = 0
-        while i < len(candidates):
-            position = candidates[i]
-            if position in removed:
-                i += 1
-                continue
-            yield position
-            # The walk may have put positions back before this one: find it again.
-            if i < len(candidates) and candidates[i] == position:
-                i += 1
+        candidates = self._candidates
+        if isinstance(candidates, range):
+            # Every position is listed: nothing put back can be missing from it.
+            return itertools.filterfalse(self.removed.__contains__, candidates)
+        return self._walk(candidates)
+
+    def _walk(self, candidates: list[int]) -> Iterator[int]:
+        removed, start = self.removed, 0
+        while True:
+            inserted = self._inserted
+            for position in itertools.filterfalse(
+                removed.__contains__, itertools.islice(candidates, start, None)
+            ):
+                yield position
+                if self._inserted != inserted:
+                    # Put back where it was missing: read the list again after this one.
+                    start = bisect_right(candidates, position)
+                    break
             else:
-                i = bisect_right(candidates, position)
+                return
 
     def shown_list(self) -> list[int]:
         """The positions the plan shows now, ascending."""
@@ -124,15 +139,6 @@ class WorkingPlan:
             return self.forms.stubbed_tokens(position)
         return self.index.facts[position].tokens
 
-    @property
-    def touched(self) -> frozenset[int]:
-        """Every position whose reductions may differ from ``base``'s."""
-        return self._hidden.union(self.retained, self._start)
-
-    def _touch(self, position: int) -> None:
-        if position not in self._start:
-            self._start[position] = self._state(position)
-
     def _state(self, position: int) -> _State:
         return (
             position in self.removed,
@@ -140,30 +146,43 @@ class WorkingPlan:
             self.stubbed.get(position),
         )
 
+    def _start_state(self, position: int) -> _State:
+        """How ``position`` was shown when the plan was made (results hidden)."""
+        if position in self._hidden:
+            return (True, None, None)
+        if position in self.retained:
+            return (False, None, None)
+        base = self.base
+        return (
+            position in base.removed,
+            base.truncated.get(position),
+            base.stubbed.get(position),
+        )
+
     def truncate(self, position: int, original_tokens: int) -> None:
         """Show ``position`` truncated (``original_tokens``: the figure its marker states)."""
-        self._touch(position)
+        self._touched.add(position)
         self.truncated[position] = original_tokens
 
     def stub(self, position: int, length: int) -> None:
         """Show ``position`` as a stub (``length``: the original's characters)."""
-        self._touch(position)
+        self._touched.add(position)
         self.stubbed[position] = length
 
     def take_out(self, position: int) -> None:
         """Leave ``position`` out, remembering how it was shown in case it has to come back."""
-        self._touch(position)
+        self._touched.add(position)
         self.removed.add(position)
-        shown = (self.truncated.pop(position, None), self.stubbed.pop(position, None))
-        if shown != (None, None):
-            self.taken_out[position] = shown
+        truncated, stubbed = self.truncated.pop(position, None), self.stubbed.pop(position, None)
+        if truncated is not None or stubbed is not None:
+            self.taken_out[position] = (truncated, stubbed)
 
     def put_back(self, position: int, reason: int) -> None:
         """Show ``position`` again, shortened or stubbed as it was before it was left out.
 
         ``reason`` is the head of the round the restored message keeps a prompt out of.
         """
-        self._touch(position)
+        self._touched.add(position)
         self.removed.discard(position)
         self.relaxed.discard(position)
         self.restored[position] = reason
@@ -175,19 +194,26 @@ class WorkingPlan:
         candidates = self._candidates
         at = bisect_left(candidates, position)
         if position < self.size and (at == len(candidates) or candidates[at] != position):
+            assert isinstance(candidates, list)  # a range lists every position
             candidates.insert(at, position)
+            self._inserted += 1
 
     def reduced(self) -> bool:
         """Whether the view leaves out, shortens or stubs anything other than when the plan
         was made (a rung whose changes mending undid changed nothing)."""
-        return any(self._state(p) != before for p, before in self._start.items())
+        return any(self._state(p) != self._start_state(p) for p in self._touched)
+
+    @property
+    def touched(self) -> frozenset[int]:
+        """Every position whose reductions may differ from ``base``'s."""
+        return self._hidden.union(self.retained, self._touched)
 
     def later(self, level: int, escalations: int) -> Callable[[], Decisions]:
         """The decisions as they stand now, built when first called (the plan may go on
         changing meanwhile): only what was touched is copied now."""
         base, candidates, size = self.base, self._candidates, self.size
         touched = self.touched
-        out = frozenset(p for p in touched if p in self.removed)
+        out = touched.intersection(self.removed)
         truncated, stubbed = (
             MappingProxyType(dict(self.truncated)),
             MappingProxyType(dict(self.stubbed)),
