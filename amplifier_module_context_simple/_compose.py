@@ -51,7 +51,7 @@ class Composer:
         self._notice_cost_cache: tuple[object, int] = (None, 0)
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
-        self._notice: tuple[object, Mapping[str, Any], int] | None = None
+        self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
         # The in-place notice's slot, while the decisions and the history stay the same.
         self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
 
@@ -112,7 +112,9 @@ class Composer:
         )
         if not self._shows_notice(scope, step.decisions):
             return stats
-        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
+        # The notice states the view's count with itself in it (``with_notice``).
+        figures = notice_figures(stats, step.decisions, notice_counted=True)
+        return stats.with_notice(self._notice(figures)[1])
 
     def compose(
         self,
@@ -200,12 +202,15 @@ class Composer:
         self, stats: CompactionStats, decisions: Decisions
     ) -> tuple[Mapping[str, Any], int]:
         """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
-        figures = notice_figures(stats, decisions)
+        return self._notice(notice_figures(stats, decisions))
+
+    def _notice(self, figures: NoticeFigures) -> tuple[Mapping[str, Any], int]:
+        """The notice that states ``figures`` and its estimate."""
         key = (figures, self.config.compaction_notice_verbosity, self.index.family)
-        cached = self._notice
+        cached = self._notice_cache
         if cached is None or cached[0] != key:
             message = notice_message(figures, self.config.compaction_notice_verbosity)
-            cached = self._notice = (key, message, self.index.estimate(message))
+            cached = self._notice_cache = (key, message, self.index.estimate(message))
         return cached[1], cached[2]
 
 

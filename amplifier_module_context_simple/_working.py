@@ -213,7 +213,9 @@ class WorkingPlan:
         changing meanwhile): only what was touched is copied now."""
         base, candidates, size = self.base, self._candidates, self.size
         touched = self.touched
-        out = touched.intersection(self.removed)
+        # Where being left out differs from ``base`` (untouched positions never do).
+        now, then = touched.intersection(self.removed), touched.intersection(base.removed)
+        back, out = then - now, now - then
         truncated, stubbed = (
             MappingProxyType(dict(self.truncated)),
             MappingProxyType(dict(self.stubbed)),
@@ -221,8 +223,9 @@ class WorkingPlan:
         relaxed = frozenset(self.relaxed)
 
         def build() -> Decisions:
-            # Untouched positions are left out exactly where ``base`` leaves them out.
-            removed = base.removed.difference(touched).union(out)
+            removed = base.removed.difference(back) if back else base.removed
+            if out:
+                removed = removed.union(out)
             decisions = Decisions(
                 removed=removed,
                 truncated=truncated,
