@@ -28,7 +28,7 @@ __all__ = [
 
 import itertools
 import math
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -253,9 +253,10 @@ def _truncate(
     index = plan.index
     # The tool results still shown and not protected, oldest first, read from whichever list
     # is shorter: the tool results (what is left out is skipped in C) or what is shown.
-    orphans, facts, results = index.pairing.orphans, index.facts, index.tool_result_positions
+    orphans, results = index.pairing.orphans, index.tool_result_positions
+    shown: Iterable[int]
     if len(plan.removed) > len(results):
-        shown = (p for p in plan.shown_list() if facts[p].tool_result)
+        shown = plan.shown_results()
     else:
         shown = itertools.filterfalse(plan.removed.__contains__, results)
     candidates = [

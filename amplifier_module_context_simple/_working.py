@@ -69,6 +69,8 @@ class WorkingPlan:
             self._candidates = sorted({*self._candidates, *back})
         self._inserted = 0
         """How many positions ``put_back`` added to ``_candidates`` (a walk then looks again)."""
+        self._results: tuple[int, list[int]] = (-1, [])
+        """The tool results among the candidates, listed when ``_inserted`` was the first."""
         self._touched: set[int] = set()
         """Every position the rungs, the fit pass or mending changed (``reduced``)."""
         self._hidden = self._hide_results_of_left_out_calls()
@@ -126,6 +128,14 @@ class WorkingPlan:
     def shown_list(self) -> list[int]:
         """The positions the plan shows now, ascending."""
         return list(itertools.filterfalse(self.removed.__contains__, self._candidates))
+
+    def shown_results(self) -> list[int]:
+        """The tool results the plan shows now, ascending."""
+        if self._results[0] != self._inserted:
+            facts = self.index.facts
+            listed = [p for p in self._candidates if facts[p].tool_result]
+            self._results = (self._inserted, listed)
+        return list(itertools.filterfalse(self.removed.__contains__, self._results[1]))
 
     def locked(self, position: int) -> bool:
         """Whether removing ``position`` would undo a mending whose round is still shown."""
