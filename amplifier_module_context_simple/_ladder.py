@@ -189,14 +189,15 @@ def plan_escalation(
 def _step(
     plan: WorkingPlan, rung: int, level: int, escalations: int, relaxed: tuple[int, int] = (0, 0)
 ) -> Step:
+    touched = plan.touched
     return Step(
         rung,
-        plan.later(level, escalations),
+        plan.later(level, escalations, touched),
         plan.usage,
         results_shortened=relaxed[0],
         groups_removed=relaxed[1],
         base=plan.base,
-        touched=plan.touched,
+        touched=touched,
     )
 
 

@@ -218,11 +218,15 @@ class WorkingPlan:
         """Every position whose reductions may differ from ``base``'s."""
         return self._hidden.union(self.retained, self._touched)
 
-    def later(self, level: int, escalations: int) -> Callable[[], Decisions]:
+    def later(
+        self, level: int, escalations: int, touched: frozenset[int] | None = None
+    ) -> Callable[[], Decisions]:
         """The decisions as they stand now, built when first called (the plan may go on
-        changing meanwhile): only what was touched is copied now."""
+        changing meanwhile): only what was touched is copied now (``touched``: ``self.touched``
+        when the caller has it already)."""
         base, candidates, size = self.base, self._candidates, self.size
-        touched = self.touched
+        if touched is None:
+            touched = self.touched
         # Where being left out differs from ``base`` (untouched positions never do).
         now, then = touched.intersection(self.removed), touched.intersection(base.removed)
         back, out = then - now, now - then
