@@ -120,69 +120,79 @@ def render_range(
     (the caller's cache; without one each form is estimated here).
     """
     out = RenderResult()
-    facts = index.facts
-    pairing = index.pairing
+    facts, pairing, removed = index.facts, index.pairing, decisions.removed
+    owner_of, orphans, results_of = pairing.owner_of, pairing.orphans, pairing.results_of
+    shortened = decisions.truncated or decisions.stubbed
     if forms is None:
         forms = ShortForms(index)
+    messages, repaired = out.messages, out.repaired
+    tokens = rendered = 0
     # A whole history after a compaction is mostly left out: only what is shown is walked.
+    # Each message is emitted inline (a render walks every new message of every request).
     for position in decisions.shown(start, stop):
         fact = facts[position]
         if not fact.in_body:
             continue  # systems lead the view; a display-only row is never sent
-        if position in pairing.owner_of:
+        if position in owner_of:
             continue  # emitted together with its call
-        if position in pairing.orphans:
-            out.repaired.append(
+        if position in orphans:
+            repaired.append(
                 f"{ORPHAN_DROPPED}: dropped result at position {position}: its call is unknown"
             )
             continue
-        _emit(out, forms, decisions, position, fact, keep_chars)
-        if fact.calls:
-            for result in pairing.results_of.get(position, ()):
-                if result in decisions.removed:
-                    continue
-                _emit(out, forms, decisions, result, facts[result], keep_chars)
-                owned, answered = pairing.answers[result], facts[result].results
-                stray = set(answered).difference(owned) if answered != owned else None
-                if stray:
-                    out.messages[-1] = without_results(out.messages[-1], stray, owned)
-                    out.repaired.append(
-                        f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
-                        f"{result}: they do not answer a call that is waiting for them"
-                    )
-            missing = pairing.missing(position)
-            if missing and position != open_tail:
-                for call_id in sorted(missing):
-                    filler, tokens = forms.placeholder(call_id)
-                    out.messages.append(filler)
-                    out.tokens += tokens
-                    out.repaired.append(
-                        f"{PLACEHOLDER_ADDED}: added a placeholder result for call {call_id!r}"
-                    )
+        if shortened:
+            message, cost = _form(forms, decisions, position, fact, keep_chars)
+        else:
+            message, cost = fact.sent, fact.tokens
+        messages.append(message)
+        tokens += cost
+        rendered += 1
+        if fact.kinds:
+            repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+        if not fact.calls:
+            continue
+        for result in results_of.get(position, ()):
+            if result in removed:
+                continue
+            answer = facts[result]
+            if shortened:
+                message, cost = _form(forms, decisions, result, answer, keep_chars)
+            else:
+                message, cost = answer.sent, answer.tokens
+            owned, answered = pairing.answers[result], answer.results
+            stray = set(answered).difference(owned) if answered != owned else None
+            messages.append(without_results(message, stray, owned) if stray else message)
+            tokens += cost
+            rendered += 1
+            if answer.kinds:
+                repaired.extend(f"{kind}: message at position {result}" for kind in answer.kinds)
+            if stray:
+                repaired.append(
+                    f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
+                    f"{result}: they do not answer a call that is waiting for them"
+                )
+        missing = pairing.missing(position)
+        if missing and position != open_tail:
+            for call_id in sorted(missing):
+                filler, cost = forms.placeholder(call_id)
+                messages.append(filler)
+                tokens += cost
+                repaired.append(
+                    f"{PLACEHOLDER_ADDED}: added a placeholder result for call {call_id!r}"
+                )
+    out.tokens, out.rendered = tokens, rendered
     return out
 
 
-def _emit(
-    out: RenderResult,
-    forms: ShortForms,
-    decisions: Decisions,
-    position: int,
-    fact: Facts,
-    keep_chars: int,
-) -> None:
+def _form(
+    forms: ShortForms, decisions: Decisions, position: int, fact: Facts, keep_chars: int
+) -> tuple[Mapping[str, Any], int]:
+    """How the message at ``position`` is shown under ``decisions``, and its estimate."""
     if position in decisions.truncated:
-        message, tokens = forms.truncated(position, decisions.truncated[position], keep_chars)
-        out.tokens += tokens
-    elif position in decisions.stubbed:
-        message, tokens = forms.stubbed(position)
-        out.tokens += tokens
-    else:
-        message = fact.sent
-        out.tokens += fact.tokens
-    out.messages.append(message)
-    out.rendered += 1
-    if fact.kinds:
-        out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+        return forms.truncated(position, decisions.truncated[position], keep_chars)
+    if position in decisions.stubbed:
+        return forms.stubbed(position)
+    return fact.sent, fact.tokens
 
 
 def notice_boundary(decisions: Decisions, latest: CompactionStats | None, history_size: int) -> int:
