@@ -29,6 +29,7 @@ from ._plan import Scope
 from ._render import (
     NoticeFigures,
     RenderResult,
+    ShortForms,
     notice_boundary,
     notice_figures,
     notice_message,
@@ -40,13 +41,17 @@ from ._timing import Timing, thinking_after
 class Composer:
     """Statistics and composition over one history index with one configuration."""
 
-    def __init__(self, config: ContextConfig, index: HistoryIndex) -> None:
+    def __init__(
+        self, config: ContextConfig, index: HistoryIndex, forms: ShortForms | None = None
+    ) -> None:
         self.config = config
         self.index = index
+        self._forms = forms
+        """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
-        self._notice: tuple[object, Mapping[str, Any], int] | None = None
+        self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
         # The in-place notice's slot, while the decisions and the history stay the same.
         self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
 
@@ -81,12 +86,10 @@ class Composer:
         """The figures of one escalation (with the notice compose adds); ``after``: the body."""
         config = self.config
         decisions = step.decisions
-        changed = itertools.chain(
-            decisions.removed - previous.removed,
-            set(decisions.truncated) - set(previous.truncated),
-            set(decisions.stubbed) - set(previous.stubbed),
-        )
-        edit = min(changed, default=len(self.index.facts))
+        # The escalation knows where it touched the decisions it started from: only those
+        # positions are compared (a compacted history leaves out thousands).
+        added = decisions.added(previous, step.touched if previous is step.base else None)
+        edit = min(itertools.chain(*added), default=len(self.index.facts))
         stats = CompactionStats.of_escalation(
             step.decisions,
             previous,
@@ -105,10 +108,13 @@ class Composer:
             reason=None if timing is None else timing.reason,
             at_turn_start=timing is not None and timing.moment.turn_start,
             thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
+            added=added,
         )
         if not self._shows_notice(scope, step.decisions):
             return stats
-        return stats.with_notice(self._notice_for(stats.with_notice(0), step.decisions)[1])
+        # The notice states the view's count with itself in it (``with_notice``).
+        figures = notice_figures(stats, step.decisions, notice_counted=True)
+        return stats.with_notice(self._notice(figures)[1])
 
     def compose(
         self,
@@ -183,6 +189,7 @@ class Composer:
             boundary,
             open_tail=scope.open_tail,
             keep_chars=self.config.truncate_chars,
+            forms=self._forms,
         ).messages
 
     def _active_turn_start(self) -> int:
@@ -195,12 +202,15 @@ class Composer:
         self, stats: CompactionStats, decisions: Decisions
     ) -> tuple[Mapping[str, Any], int]:
         """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
-        figures = notice_figures(stats, decisions)
+        return self._notice(notice_figures(stats, decisions))
+
+    def _notice(self, figures: NoticeFigures) -> tuple[Mapping[str, Any], int]:
+        """The notice that states ``figures`` and its estimate."""
         key = (figures, self.config.compaction_notice_verbosity, self.index.family)
-        cached = self._notice
+        cached = self._notice_cache
         if cached is None or cached[0] != key:
             message = notice_message(figures, self.config.compaction_notice_verbosity)
-            cached = self._notice = (key, message, self.index.estimate(message))
+            cached = self._notice_cache = (key, message, self.index.estimate(message))
         return cached[1], cached[2]
 
 

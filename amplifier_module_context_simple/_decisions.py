@@ -12,8 +12,12 @@ __all__ = [
     "NO_DECISIONS",
     "CompactionStats",
     "Decisions",
+    "Reductions",
 ]
 
+import itertools
+from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -21,6 +25,20 @@ from typing import Any
 
 def _frozen_map() -> MappingProxyType[int, int]:
     return MappingProxyType({})
+
+
+Reductions = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+"""Positions (removed, truncated, stubbed), each ascending."""
+
+
+class _Shown:
+    """The positions below ``stop`` that some decisions do not leave out, ascending."""
+
+    __slots__ = ("positions", "stop")
+
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+        self.stop = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +57,38 @@ class Decisions:
     escalations: int = 0
     relaxed: frozenset[int] = frozenset()
     """Positions the fit pass shortened or removed from protected ground."""
+    _shown: _Shown = field(default_factory=_Shown, init=False, repr=False, compare=False)
+    """A cache of ``shown``: a pure function of ``removed``, so it never goes stale."""
 
     @property
     def empty(self) -> bool:
         return not (self.removed or self.truncated or self.stubbed)
+
+    def shown(self, start: int, stop: int) -> Sequence[int]:
+        """The positions ``start <= p < stop`` these decisions do not leave out, ascending.
+
+        A compacted history is mostly left out, and a render or an escalation walks only what
+        is shown: the positions are listed once per decisions (and extended as the history
+        grows), not found again among every removed one on each walk.
+        """
+        if not self.removed:
+            return range(start, stop)
+        cache = self._shown
+        if cache.stop < stop:
+            cache.positions.extend(
+                itertools.filterfalse(self.removed.__contains__, range(cache.stop, stop))
+            )
+            cache.stop = stop
+        positions = cache.positions
+        low = bisect_left(positions, start) if start > 0 else 0
+        high = bisect_left(positions, stop) if stop < cache.stop else len(positions)
+        return positions[low:high]
+
+    def know_shown(self, stop: int, positions: list[int]) -> None:
+        """Take ``positions`` as ``shown(0, stop)``: the escalation that made these decisions
+        has just walked them (they must be exactly those, ascending)."""
+        if self.removed and self._shown.stop == 0:
+            self._shown.positions, self._shown.stop = positions, stop
 
     def without(self, positions: frozenset[int]) -> Decisions:
         """The same decisions with ``positions`` shown whole (request-scoped retention)."""
@@ -75,6 +121,20 @@ class Decisions:
             level=self.level,
             escalations=self.escalations,
             relaxed=frozenset(p for p in self.relaxed if p < position),
+        )
+
+    def added(self, previous: Decisions, among: frozenset[int] | None = None) -> Reductions:
+        """What these decisions leave out, shorten and stub that ``previous`` did not.
+
+        ``among``: every position where the two may differ, when the escalation that made
+        these from ``previous`` knows them: of the positions left out (thousands, once a long
+        history is compacted) only those are compared.
+        """
+        removed = self.removed if among is None else among.intersection(self.removed)
+        return (
+            tuple(sorted(removed.difference(previous.removed))),
+            tuple(sorted(set(self.truncated).difference(previous.truncated))),
+            tuple(sorted(set(self.stubbed).difference(previous.stubbed))),
         )
 
     @property
@@ -144,11 +204,11 @@ class CompactionStats:
         reason: str | None = None,
         at_turn_start: bool = False,
         thinking_blocks_after_edit: int = 0,
+        added: Reductions | None = None,
     ) -> CompactionStats:
-        """Figures of one escalation: (tokens, messages) before and after, and what it added."""
-        removed = sorted(decisions.removed - previous.removed)
-        truncated = sorted(set(decisions.truncated) - set(previous.truncated))
-        stubbed = sorted(set(decisions.stubbed) - set(previous.stubbed))
+        """Figures of one escalation: (tokens, messages) before and after, and what it added
+        (``added``: ``decisions.added(previous)``, when the caller has it already)."""
+        removed, truncated, stubbed = decisions.added(previous) if added is None else added
         return cls(
             before_tokens=before[0],
             after_tokens=after[0],
@@ -164,9 +224,9 @@ class CompactionStats:
             protected_recent=protected_recent,
             protected_tool_results=protected_tool_results,
             history_messages=history_messages,
-            removed_positions=tuple(removed),
-            truncated_positions=tuple(truncated),
-            stubbed_positions=tuple(stubbed),
+            removed_positions=removed,
+            truncated_positions=truncated,
+            stubbed_positions=stubbed,
             results_shortened=relaxed[0],
             groups_removed=relaxed[1],
             measured_tokens=measured_tokens,

@@ -28,14 +28,14 @@ __all__ = [
 
 import itertools
 import math
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from ._decisions import Decisions
+from ._forms import ShortForms, can_truncate, text_of
 from ._history import HistoryIndex
 from ._protection import LadderPolicy, Protection, newest, protected_positions
-from ._render import can_truncate, stubbed, text_of, truncated
 from ._turns import mend_turns
 from ._working import WorkingPlan
 
@@ -71,17 +71,56 @@ FIT_LEVEL = RUNGS[-1].level
 """The level a fit pass reports: it only runs once every rung has been tried."""
 
 
-@dataclass(frozen=True, slots=True)
 class Step:
-    """The state after one rung that changed something."""
+    """The state after one rung that changed something.
 
-    level: int
-    decisions: Decisions
-    usage: int
-    results_shortened: int = 0
-    """Protected tool results the fit pass shortened in this escalation."""
-    groups_removed: int = 0
-    """Removal units (a call group or one message) the fit pass took from protected ground."""
+    Its decisions are built when first read: a plain request keeps only an escalation's last
+    step, and building decisions copies every position the view leaves out.
+    """
+
+    __slots__ = (
+        "_decisions",
+        "_make",
+        "base",
+        "groups_removed",
+        "level",
+        "results_shortened",
+        "touched",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        level: int,
+        decisions: Decisions | Callable[[], Decisions],
+        usage: int,
+        *,
+        results_shortened: int = 0,
+        groups_removed: int = 0,
+        base: Decisions | None = None,
+        touched: frozenset[int] = frozenset(),
+    ) -> None:
+        self.level = level
+        self._decisions, self._make = (
+            (decisions, None) if isinstance(decisions, Decisions) else (None, decisions)
+        )
+        self.usage = usage
+        self.results_shortened = results_shortened
+        """Protected tool results the fit pass shortened in this escalation."""
+        self.groups_removed = groups_removed
+        """Removal units (a call group or one message) the fit pass took from protected
+        ground."""
+        self.base = base
+        """The decisions the escalation started from."""
+        self.touched = touched
+        """Every position where ``decisions`` may differ from ``base`` (``Decisions.added``)."""
+
+    @property
+    def decisions(self) -> Decisions:
+        if self._decisions is None:
+            assert self._make is not None
+            self._decisions, self._make = self._make(), None
+        return self._decisions
 
 
 def plan_escalation(
@@ -95,6 +134,7 @@ def plan_escalation(
     protected_extra: frozenset[int] = frozenset(),
     open_tail: int | None = None,
     limit: int | None = None,
+    forms: ShortForms | None = None,
 ) -> Generator[Step, int | None, None]:
     """Yield the decisions after each rung that changed something.
 
@@ -104,8 +144,9 @@ def plan_escalation(
     limit after the last rung, a fit pass relaxes protection down to the floor. The caller
     decides which step to keep; the measured-request path (no ``limit``: there the provider's
     count decides) counts each one and may ``send`` a corrected target back into the generator.
+    ``forms``: the estimates of shortened forms known so far (the planner's cache).
     """
-    plan = WorkingPlan(index, base, retained, usage)
+    plan = WorkingPlan(index, base, retained, usage, forms=forms)
     plan.pinned = newest(index)
     protection = protected_positions(index, policy, retained | protected_extra, open_tail)
     protected = protection.keep
@@ -118,7 +159,6 @@ def plan_escalation(
         target = min(target, limit)
     # A rung whose changes mending undid changes nothing: it must not become an escalation
     # (its statistics would move the notice and announce a compaction that reduced nothing).
-    unchanged = plan.reductions()
     for rung in RUNGS:
         if plan.usage <= target:
             break
@@ -132,9 +172,9 @@ def plan_escalation(
         else:
             _extreme(plan, protected, target, policy.truncate_chars)
             mend_turns(plan, protected, policy.truncate_chars, open_tail)
-        if plan.changed and plan.reductions() != unchanged:
+        if plan.changed and plan.reduced():
             level = max(base.level, rung.level)
-            step = Step(rung.level, plan.decisions(level, escalations), plan.usage)
+            step = _step(plan, rung.level, level, escalations)
             # A caller that measures each step for real may send a corrected target back.
             corrected = yield step
             if corrected is not None:
@@ -143,13 +183,22 @@ def plan_escalation(
         return
     shortened, groups = _relax(plan, protection.floor, limit, policy.truncate_chars, open_tail)
     if shortened or groups:
-        yield Step(
-            FIT_LEVEL,
-            plan.decisions(max(level, FIT_LEVEL), escalations),
-            plan.usage,
-            results_shortened=shortened,
-            groups_removed=groups,
-        )
+        yield _step(plan, FIT_LEVEL, max(level, FIT_LEVEL), escalations, (shortened, groups))
+
+
+def _step(
+    plan: WorkingPlan, rung: int, level: int, escalations: int, relaxed: tuple[int, int] = (0, 0)
+) -> Step:
+    touched = plan.touched
+    return Step(
+        rung,
+        plan.later(level, escalations, touched),
+        plan.usage,
+        results_shortened=relaxed[0],
+        groups_removed=relaxed[1],
+        base=plan.base,
+        touched=touched,
+    )
 
 
 def _relax(
@@ -178,15 +227,18 @@ def _relax(
 
 def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> frozenset[int]:
     """The newest ``share`` of the positions still shown (system messages aside)."""
-    # Counted, then picked from the end: a compacted history is mostly left out, and listing
-    # what is shown would walk all of it on every escalation.
-    size, removed = len(index.facts), plan.removed
     # Display-only rows are never sent (nor ever removed): not part of the share either.
     systems = set(index.system_positions).union(index.display_only_positions)
+    if len(plan.removed) > plan.size // 2:
+        # Mostly left out: the few shown positions are listed (never the removed ones).
+        shown = [p for p in plan.shown_list() if p not in systems]
+        count = math.ceil(len(shown) * share)
+        return frozenset(shown[len(shown) - count :])
+    # Mostly shown: counted, then picked from the end.
+    size, removed = plan.size, plan.removed
     in_range = not removed or max(removed) < size
     left_out = len(removed) if in_range else sum(p < size for p in removed)
-    shown = size - left_out - sum(p not in removed for p in systems)
-    count = math.ceil(shown * share)
+    count = math.ceil((size - left_out - sum(p not in removed for p in systems)) * share)
     recent: list[int] = []
     position = size - 1
     while len(recent) < count:
@@ -200,13 +252,16 @@ def _truncate(
     plan: WorkingPlan, protected: frozenset[int], share: float, target: int, keep_chars: int
 ) -> None:
     index = plan.index
-    # The tool results still shown and not protected, oldest first: what is left out is
-    # skipped in C, the few shown ones are looked at.
-    orphans = index.pairing.orphans
+    # The tool results still shown and not protected, oldest first, read from whichever list
+    # is shorter: the tool results (what is left out is skipped in C) or what is shown.
+    orphans, results = index.pairing.orphans, index.tool_result_positions
+    shown: Iterable[int]
+    if len(plan.removed) > len(results):
+        shown = plan.shown_results()
+    else:
+        shown = itertools.filterfalse(plan.removed.__contains__, results)
     candidates = [
-        p
-        for p in itertools.filterfalse(plan.removed.__contains__, index.tool_result_positions)
-        if p not in protected and p not in plan.stubbed and p not in orphans
+        p for p in shown if p not in protected and p not in plan.stubbed and p not in orphans
     ]
     limit = math.ceil(len(candidates) * share)
     for position in candidates[:limit]:
@@ -215,11 +270,10 @@ def _truncate(
         fact = index.facts[position]
         if position in plan.truncated or not can_truncate(fact.sent, keep_chars):
             continue
-        short = index.estimate(truncated(fact.sent, fact.tokens, keep_chars))
+        short = plan.forms.truncated_tokens(position, fact.tokens, keep_chars)
         if short >= fact.tokens:
             continue
-        plan.truncated[position] = fact.tokens
-        plan.short[position] = short
+        plan.truncate(position, fact.tokens)
         plan.usage -= fact.tokens - short
         plan.changed = True
 
@@ -233,10 +287,9 @@ def _units(index: HistoryIndex, plan: WorkingPlan) -> Iterator[tuple[int, ...]]:
     """
     pairing = index.pairing
     systems = set(index.system_positions).union(index.display_only_positions)
-    # What is left out is skipped in C; of the rest, orphans and display-only rows are never
-    # rendered (removing one saves nothing) and owned results go with their call.
-    shown = itertools.filterfalse(plan.removed.__contains__, range(len(index.facts)))
-    for position in shown:
+    # Only what is shown is walked; of it, orphans and display-only rows are never rendered
+    # (removing one saves nothing) and owned results go with their call.
+    for position in plan.shown():
         if position in systems or position in pairing.owner_of or position in pairing.orphans:
             continue
         if index.facts[position].calls:
@@ -253,9 +306,12 @@ def _remove(plan: WorkingPlan, protected: frozenset[int], target: int, keep_char
         head = unit[0]
         # The call still being executed is in the floor; an older interrupted call is history
         # like any other (its placeholder goes with it).
-        if head == plan.pinned or plan.locked(head) or any(p in protected for p in unit):
+        if head == plan.pinned or plan.locked(head) or not protected.isdisjoint(unit):
             continue
-        plan.usage -= sum(plan.rendered_tokens(p, keep_chars) for p in unit)
+        saved = 0
+        for p in unit:  # weighed as shown, before any of it is taken out
+            saved += plan.rendered_tokens(p, keep_chars)
+        plan.usage -= saved
         for p in unit:
             plan.take_out(p)
         plan.changed = True
@@ -272,11 +328,12 @@ def _extreme(plan: WorkingPlan, protected: frozenset[int], target: int, keep_cha
         plan.usage -= plan.rendered_tokens(position, keep_chars)
         plan.take_out(position)
         plan.changed = True
+    facts = index.facts
     first_user = next(
         (
             i
-            for i, f in enumerate(index.facts)
-            if f.role == "user" and not f.human and not f.tool_result and i not in plan.removed
+            for i in plan.shown()
+            if facts[i].role == "user" and not facts[i].human and not facts[i].tool_result
         ),
         None,
     )
@@ -285,8 +342,8 @@ def _extreme(plan: WorkingPlan, protected: frozenset[int], target: int, keep_cha
     fact = index.facts[first_user]
     if len(text_of(fact.sent)) < STUB_MIN_CHARS:
         return
-    short = index.estimate(stubbed(fact.sent))
+    short = plan.forms.stubbed_tokens(first_user)
     if short < fact.tokens:
-        plan.stubbed[first_user] = len(text_of(fact.sent))
+        plan.stub(first_user, len(text_of(fact.sent)))
         plan.usage -= fact.tokens - short
         plan.changed = True

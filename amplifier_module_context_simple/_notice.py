@@ -26,8 +26,14 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
     return notice_message(notice_figures(stats, decisions), verbosity)
 
 
-def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
-    """What the notice for ``decisions`` states (equal figures: the same notice)."""
+def notice_figures(
+    stats: CompactionStats, decisions: Decisions, *, notice_counted: bool = False
+) -> NoticeFigures:
+    """What the notice for ``decisions`` states (equal figures: the same notice).
+
+    ``notice_counted``: ``stats`` do not count the notice yet, and the figures add it (as
+    ``CompactionStats.with_notice`` would).
+    """
     return NoticeFigures(
         level=decisions.level,
         history_messages=stats.history_messages,
@@ -35,7 +41,7 @@ def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigure
         truncated=len(decisions.truncated),
         stubbed=len(decisions.stubbed),
         before_messages=stats.before_messages,
-        after_messages=stats.after_messages,
+        after_messages=stats.after_messages + (1 if notice_counted else 0),
         relaxed=decisions.protection_relaxed,
     )
 

@@ -51,6 +51,7 @@ from ._meter_stats import MeterStats, choose_usage
 from ._plan import RequestPlan, Scope, request_plan
 from ._render import (
     RenderResult,
+    ShortForms,
     open_tail_call,
     system_part,
 )
@@ -73,9 +74,12 @@ class Planner:
         self.policy = LadderPolicy(
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
-        self._prefix = PrefixCache()
+        self.forms = ShortForms(index)
+        """The estimates of shortened forms, kept while the index's facts hold: every
+        escalation, render and notice slot weighs a shortened message once."""
+        self._prefix = PrefixCache(self.forms)
         self._last_scope: tuple[tuple[object, ...], Scope] | None = None
-        self.composer = Composer(config, index)
+        self.composer = Composer(config, index, self.forms)
         """Passes 6 and 7: the figures of an escalation and the view that states them."""
 
     @property
@@ -241,6 +245,7 @@ class Planner:
             protected_extra=scope.protected_extra,
             open_tail=scope.open_tail,
             limit=limit,
+            forms=self.forms,
         )
 
     def timing(

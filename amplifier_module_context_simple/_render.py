@@ -4,7 +4,7 @@ Everything here is deterministic: no clocks, no budget-dependent lengths. Every 
 rendered from its sent form (``Facts.sent``, the host-valid projection of ``_project``), which
 is the history's very own dict whenever nothing had to change; only a message the view has to
 change (projected, truncated, stubbed) becomes a new dict, and the history's dict is never
-touched.
+touched. The shortened forms themselves are ``_forms``'s, re-exported here with the notice.
 """
 
 from __future__ import annotations
@@ -14,17 +14,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._decisions import CompactionStats, Decisions
-from ._history import Facts, HistoryIndex
-from ._messages import (
-    ORIGINAL_LENGTH_KEY,
-    ORIGINAL_TOKENS_KEY,
-    REPAIRED_KEY,
-    RESULT_BLOCK_TYPES,
-    STUBBED_KEY,
-    TRUNCATED_KEY,
-    block_dict,
-    blocks,
+from ._forms import (
+    PLACEHOLDER_RESULT,
+    STUB_HEAD_CHARS,
+    STUB_TEMPLATE,
+    TRUNCATION_MARKER,
+    ShortForms,
+    can_truncate,
+    placeholder,
+    stubbed,
+    text_of,
+    truncated,
 )
+from ._history import Facts, HistoryIndex
+from ._messages import RESULT_BLOCK_TYPES, block_dict
 from ._notice import NOTICE_SOURCE, NoticeFigures, notice, notice_figures, notice_message
 from ._project import ORPHAN_DROPPED, PLACEHOLDER_ADDED, STRAY_DROPPED
 
@@ -39,6 +42,7 @@ __all__ = [
     "Message",
     "NoticeFigures",
     "RenderResult",
+    "ShortForms",
     "can_truncate",
     "factory_message",
     "factory_replaces",
@@ -57,103 +61,10 @@ __all__ = [
     "without_results",
 ]
 
-TRUNCATION_MARKER = "[truncated: ~{tokens} tokens - call tool again if needed] "
-STUB_TEMPLATE = '[User message compacted - original: "{head}..."]'
-STUB_HEAD_CHARS = 50
-PLACEHOLDER_RESULT = (
-    "[no result was recorded for this tool call (the run was interrupted); "
-    "call the tool again if its output is needed]"
-)
 FACTORY_SOURCE = "system-prompt-factory"
 """``metadata.source`` of the system message a system prompt factory's text becomes."""
 
 Message = dict[str, Any]
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    """The readable text of a message: string content or its text-bearing blocks joined."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in blocks(message):
-        text = block.get("text")
-        if isinstance(text, str):
-            parts.append(text)
-            continue
-        # Anthropic results carry ``content``, the host's own carry ``output``.
-        inner = block.get("content", block.get("output"))
-        if isinstance(inner, str):
-            parts.append(inner)
-        elif isinstance(inner, list):
-            parts.extend(
-                str(item.get("text", ""))  # type: ignore[union-attr]
-                for item in inner  # type: ignore[union-attr]
-                if isinstance(item, Mapping)
-            )
-    return "\n".join(parts)
-
-
-def can_truncate(message: Mapping[str, Any], keep_chars: int) -> bool:
-    """Whether truncating would actually shorten this tool result."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return len(content) > keep_chars + 120
-    # Block content (images, nested results) always shrinks to one short text.
-    return bool(content)
-
-
-def truncated(message: Mapping[str, Any], original_tokens: int, keep_chars: int) -> Message:
-    """The view's shortened form of a tool result; every other key is kept."""
-    marker = TRUNCATION_MARKER.format(tokens=original_tokens)
-    result_blocks = [b for b in blocks(message) if b.get("type") in RESULT_BLOCK_TYPES]
-    beside: list[Mapping[str, Any]] = []
-    if result_blocks and message.get("role") == "user":
-        # Text beside the results in a user turn is what a person (or a hook) wrote, not
-        # output: it stays, after the results, and only the results are shortened.
-        beside = [b for b in blocks(message) if b.get("type") == "text"]
-        shown = text_of({"content": result_blocks})
-    else:
-        shown = text_of(message)
-    short = marker + shown[:keep_chars] + "..."
-    content: object = short
-    if result_blocks:
-        # Ids answered by blocks must survive the shortening, or their calls lose a result.
-        content = [*(_short_result(b, short) for b in result_blocks), *beside]
-        if message.get("role") == "tool" and message.get("tool_call_id"):
-            content = [{"type": "text", "text": short}, *content]
-    return {
-        **message,
-        "content": content,
-        TRUNCATED_KEY: True,
-        ORIGINAL_TOKENS_KEY: original_tokens,
-    }
-
-
-def _short_result(block: Mapping[str, Any], short: str) -> dict[str, Any]:
-    """A result block whose payload is ``short``, in whichever field the block carries it."""
-    key = "output" if "output" in block or "content" not in block else "content"
-    return {**block, key: short}
-
-
-def stubbed(message: Mapping[str, Any]) -> Message:
-    text = text_of(message)
-    head = text[:STUB_HEAD_CHARS].replace('"', "'")
-    return {
-        **message,
-        "content": STUB_TEMPLATE.format(head=head),
-        STUBBED_KEY: True,
-        ORIGINAL_LENGTH_KEY: len(text),
-    }
-
-
-def placeholder(call_id: str) -> Message:
-    return {
-        "role": "tool",
-        "tool_call_id": call_id,
-        "content": PLACEHOLDER_RESULT,
-        REPAIRED_KEY: True,
-    }
 
 
 def without_results(message: Mapping[str, Any], ids: set[str], owned: tuple[str, ...]) -> Message:
@@ -198,74 +109,90 @@ def render_range(
     *,
     open_tail: int | None,
     keep_chars: int,
+    forms: ShortForms | None = None,
 ) -> RenderResult:
     """Render the non-system positions ``start <= i < stop`` under ``decisions``.
 
     Each tool result is emitted right after its call (so a history that a cancelled run left
     out of order still gives a valid view); a result whose call is unknown is left out, and a
     call that never got an answer gets a placeholder result, except the ``open_tail`` call the
-    orchestrator is still executing.
+    orchestrator is still executing. ``forms``: the estimates of shortened forms known so far
+    (the caller's cache; without one each form is estimated here).
     """
     out = RenderResult()
-    facts = index.facts
-    removed, pairing = decisions.removed, index.pairing
-    # A whole history after a compaction is mostly left out: skip that part in C.
-    for position in itertools.filterfalse(removed.__contains__, range(start, stop)):
+    facts, pairing, removed = index.facts, index.pairing, decisions.removed
+    owner_of, orphans, results_of = pairing.owner_of, pairing.orphans, pairing.results_of
+    shortened = decisions.truncated or decisions.stubbed
+    if forms is None:
+        forms = ShortForms(index)
+    messages, repaired = out.messages, out.repaired
+    tokens = rendered = 0
+    # A whole history after a compaction is mostly left out: only what is shown is walked.
+    # Each message is emitted inline (a render walks every new message of every request).
+    for position in decisions.shown(start, stop):
         fact = facts[position]
         if not fact.in_body:
             continue  # systems lead the view; a display-only row is never sent
-        if position in pairing.owner_of:
+        if position in owner_of:
             continue  # emitted together with its call
-        if position in pairing.orphans:
-            out.repaired.append(
+        if position in orphans:
+            repaired.append(
                 f"{ORPHAN_DROPPED}: dropped result at position {position}: its call is unknown"
             )
             continue
-        _emit(out, index, decisions, position, fact, keep_chars)
-        if fact.calls:
-            for result in index.pairing.results_of.get(position, ()):
-                if result in decisions.removed:
-                    continue
-                _emit(out, index, decisions, result, facts[result], keep_chars)
-                owned = index.pairing.answers[result]
-                stray = set(facts[result].results) - set(owned)
-                if stray:
-                    out.messages[-1] = without_results(out.messages[-1], stray, owned)
-                    out.repaired.append(
-                        f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
-                        f"{result}: they do not answer a call that is waiting for them"
-                    )
-            if position != open_tail:
-                for call_id in sorted(index.pairing.missing(position)):
-                    filler = placeholder(call_id)
-                    out.messages.append(filler)
-                    out.tokens += index.estimate(filler)
-                    out.repaired.append(
-                        f"{PLACEHOLDER_ADDED}: added a placeholder result for call {call_id!r}"
-                    )
+        if shortened:
+            message, cost = _form(forms, decisions, position, fact, keep_chars)
+        else:
+            message, cost = fact.sent, fact.tokens
+        messages.append(message)
+        tokens += cost
+        rendered += 1
+        if fact.kinds:
+            repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+        if not fact.calls:
+            continue
+        for result in results_of.get(position, ()):
+            if result in removed:
+                continue
+            answer = facts[result]
+            if shortened:
+                message, cost = _form(forms, decisions, result, answer, keep_chars)
+            else:
+                message, cost = answer.sent, answer.tokens
+            owned, answered = pairing.answers[result], answer.results
+            stray = set(answered).difference(owned) if answered != owned else None
+            messages.append(without_results(message, stray, owned) if stray else message)
+            tokens += cost
+            rendered += 1
+            if answer.kinds:
+                repaired.extend(f"{kind}: message at position {result}" for kind in answer.kinds)
+            if stray:
+                repaired.append(
+                    f"{STRAY_DROPPED}: dropped result(s) {sorted(stray)} at position "
+                    f"{result}: they do not answer a call that is waiting for them"
+                )
+        missing = pairing.missing(position)
+        if missing and position != open_tail:
+            for call_id in sorted(missing):
+                filler, cost = forms.placeholder(call_id)
+                messages.append(filler)
+                tokens += cost
+                repaired.append(
+                    f"{PLACEHOLDER_ADDED}: added a placeholder result for call {call_id!r}"
+                )
+    out.tokens, out.rendered = tokens, rendered
     return out
 
 
-def _emit(
-    out: RenderResult,
-    index: HistoryIndex,
-    decisions: Decisions,
-    position: int,
-    fact: Facts,
-    keep_chars: int,
-) -> None:
+def _form(
+    forms: ShortForms, decisions: Decisions, position: int, fact: Facts, keep_chars: int
+) -> tuple[Mapping[str, Any], int]:
+    """How the message at ``position`` is shown under ``decisions``, and its estimate."""
     if position in decisions.truncated:
-        message = truncated(fact.sent, decisions.truncated[position], keep_chars)
-        out.tokens += index.estimate(message)
-    elif position in decisions.stubbed:
-        message = stubbed(fact.sent)
-        out.tokens += index.estimate(message)
-    else:
-        message = fact.sent
-        out.tokens += fact.tokens
-    out.messages.append(message)
-    out.rendered += 1
-    out.repaired.extend(f"{kind}: message at position {position}" for kind in fact.kinds)
+        return forms.truncated(position, decisions.truncated[position], keep_chars)
+    if position in decisions.stubbed:
+        return forms.stubbed(position)
+    return fact.sent, fact.tokens
 
 
 def notice_boundary(decisions: Decisions, latest: CompactionStats | None, history_size: int) -> int:

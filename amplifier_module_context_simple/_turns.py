@@ -12,8 +12,6 @@ from __future__ import annotations
 
 __all__ = ["after_rewrite", "mend_turns"]
 
-import itertools
-
 from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._protection import is_reminder, prompts_and_opening, turn_opening
@@ -35,9 +33,7 @@ def mend_turns(
     # Whatever the caller protects, the active turn's opening stays: the provider reads the
     # turn from it (``turn_opening``).
     protected = protected.union(turn_opening(index))
-    # The same set objects, bound once for the walk: taking out and putting back edit
-    # ``removed`` in place, so the walk sees every change.
-    orphans, owner_of, removed = pairing.orphans, pairing.owner_of, plan.removed
+    orphans, owner_of = pairing.orphans, pairing.owner_of
     # Never shown, never counted: left out, these open no gap.
     silent = orphans.union(index.system_positions)
     in_round = False  # the last message rendered ends a tool round
@@ -46,9 +42,8 @@ def mend_turns(
     last = -1
     # Only the shown messages are visited (a compacted history is mostly left out, and the
     # walk runs on every escalation); what was left out between two of them is a gap if any
-    # of it counts. The walk only takes out the message it stands on and only puts back
-    # messages before it, so the shown ones still ahead are the ones filtered here.
-    for position in itertools.filterfalse(removed.__contains__, range(len(facts))):
+    # of it counts. ``plan.shown`` reads ``removed`` as the walk goes.
+    for position in plan.shown():
         if in_round and not gap and position - last > 1:
             # A left-out hook reminder opens no gap either: it merged into the user turn
             # the prompt is part of, so the prompt followed the round in the history too.

@@ -14,13 +14,16 @@ __all__ = [
 
 from ._decisions import Decisions
 from ._history import HistoryIndex
-from ._render import RenderResult, render_range
+from ._render import RenderResult, ShortForms, render_range
 
 
 class PrefixCache:
     """The rendered prefix of the last request, extended in place by later ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, forms: ShortForms | None = None) -> None:
+        self._forms = forms
+        """The estimates of shortened forms (the planner's): a new prefix weighs the shortened
+        messages the previous one had already weighed."""
         self._decisions: Decisions | None = None
         self._generation = -1
         self._stop = 0
@@ -50,7 +53,7 @@ class PrefixCache:
             # Request-scoped: rendered from scratch, never cached.
             whole = render_range(
                 index, decisions.without(retained), 0, size, open_tail=open_tail,
-                keep_chars=keep_chars,
+                keep_chars=keep_chars, forms=self._forms,
             )  # fmt: skip
             self.rendered += whole.rendered
             return whole
@@ -59,8 +62,9 @@ class PrefixCache:
         stable = size if open_tail is None else open_tail
         prefix = self._extend(index, decisions, stable, open_tail=open_tail, keep_chars=keep_chars)
         tail = render_range(
-            index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars
-        )
+            index, decisions, stable, size, open_tail=open_tail, keep_chars=keep_chars,
+            forms=self._forms,
+        )  # fmt: skip
         self.rendered += tail.rendered
         result = RenderResult()
         result.messages = [*prefix.messages, *tail.messages]
@@ -95,8 +99,9 @@ class PrefixCache:
             self._stop, self._prefix = 0, RenderResult()
         prefix = self._prefix
         grown = render_range(
-            index, decisions, self._stop, stable, open_tail=open_tail, keep_chars=keep_chars
-        )
+            index, decisions, self._stop, stable, open_tail=open_tail, keep_chars=keep_chars,
+            forms=self._forms,
+        )  # fmt: skip
         prefix.messages.extend(grown.messages)
         prefix.tokens += grown.tokens
         prefix.repaired.extend(grown.repaired)
