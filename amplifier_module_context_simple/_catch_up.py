@@ -33,7 +33,7 @@ from ._plan import Scope
 from ._planner import Planner
 from ._render import placeholder
 from ._room import made_under
-from ._timing import moment_of, quiet_below
+from ._timing import cache_cold, moment_of, quiet_below
 
 
 class WalkedState(Protocol):
@@ -113,7 +113,8 @@ class _Bound:
     only ever shortens what it covers) and a placeholder result for each call among them (an
     answer that arrives later replaces its placeholder; the estimator never counts ids, so
     every placeholder costs the same). A point whose bound stays below ``quiet_below`` and
-    that starts no turn cannot escalate (``escalation_timing``).
+    that starts no turn cannot escalate (``escalation_timing``); nor can one nearer the
+    trigger whose cache is warm (``cache_cold``), below the figure without the cold rule.
     """
 
     def __init__(self, planner: Planner, budget: Budget) -> None:
@@ -122,7 +123,7 @@ class _Bound:
         self._placeholder = planner.index.estimate(placeholder(""))
         self._estimate: int | None = None
         self._position = 0
-        self._quiet: tuple[int, float] = (-1, 0.0)
+        self._quiet: tuple[int, float, float] = (-1, 0.0, 0.0)
 
     def known(self, estimate: int) -> None:
         """The exact estimate at the point indexed now."""
@@ -140,7 +141,8 @@ class _Bound:
         planner = self._planner
         index = planner.index
         config = planner.config
-        if config.escalate_at_turn_start and moment_of(index, scope.usable).turn_start:
+        moment = moment_of(index, scope.usable)
+        if config.escalate_at_turn_start and moment.turn_start:
             return False
         facts = index.facts
         grown = 0
@@ -150,8 +152,14 @@ class _Bound:
         self._estimate += grown
         self._position = len(facts)
         if self._quiet[0] != scope.notice_cost:
+            cost = scope.notice_cost
             self._quiet = (
-                scope.notice_cost,
-                quiet_below(config, self._effective, scope.notice_cost),
+                cost,
+                quiet_below(config, self._effective, cost),
+                quiet_below(config, self._effective, cost, cold=False),
             )
-        return self._estimate < self._quiet[1]
+        _, quiet, quiet_warm = self._quiet
+        # Near the trigger, a warm cache still leaves the cold-cache distance to go.
+        return self._estimate < quiet or (
+            self._estimate < quiet_warm and not cache_cold(config, moment)
+        )

@@ -24,6 +24,7 @@ __all__ = [
     "ESCALATION_REASONS",
     "Moment",
     "Timing",
+    "cache_cold",
     "escalation_timing",
     "moment_of",
     "quiet_below",
@@ -212,28 +213,37 @@ def escalation_timing(
             return Timing("turn_start", aim, moment)
         # A turn bigger than the deepest aim leaves room for escalates inside its loop
         # whatever is done now: escalating here as well would only add an edit.
-    ttl = config.cache_ttl_seconds
+    # The distance first: the timestamps are parsed only for a view near the trigger.
     if (
-        ttl > 0
-        # The distance first: the timestamps are parsed only for a view near the trigger.
+        config.cache_ttl_seconds > 0
         and used >= trigger - config.cold_cache_distance * config.usable_budget(effective)
-        and moment.idle_seconds is not None
-        and moment.idle_seconds >= ttl
+        and cache_cold(config, moment)
     ):
         return Timing("cold_cache", target, moment)
     return Timing(None, target, moment)
 
 
-def quiet_below(config: ContextConfig, effective: int, notice_cost: int) -> float:
+def cache_cold(config: ContextConfig, moment: Moment) -> bool:
+    """The provider's cache has expired by the request of ``moment``: the previous response
+    is at least ``cache_ttl_seconds`` old (never, with a lifetime of 0 or unknown times)."""
+    ttl = config.cache_ttl_seconds
+    idle = moment.idle_seconds if ttl > 0 else None
+    return idle is not None and idle >= ttl
+
+
+def quiet_below(
+    config: ContextConfig, effective: int, notice_cost: int, *, cold: bool = True
+) -> float:
     """The view estimate below which ``escalation_timing`` cannot fire at a request that
     starts no turn (the identity size model: estimate mode): under the trigger, clear of
-    the hard limit, and farther from the trigger than the cold-cache distance.
+    the hard limit and, unless the cache is known not to be ``cold`` (``cache_cold``),
+    farther from the trigger than the cold-cache distance.
 
     A resume's walk skips its request points on an upper bound of their estimate against
     this figure, so it must never be higher than the lowest one a rule above fires at.
     """
     trigger = config.trigger(effective)
     quiet = min(trigger, effective - notice_cost)
-    if config.cache_ttl_seconds > 0:
+    if cold and config.cache_ttl_seconds > 0:
         quiet = min(quiet, trigger - config.cold_cache_distance * config.usable_budget(effective))
     return quiet

@@ -22,7 +22,12 @@ from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._size_model import IDENTITY
-from amplifier_module_context_simple._timing import escalation_timing, moment_of, quiet_below
+from amplifier_module_context_simple._timing import (
+    cache_cold,
+    escalation_timing,
+    moment_of,
+    quiet_below,
+)
 
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -79,11 +84,12 @@ def test_no_rule_fires_below_the_quiet_figure_outside_a_turn_start(
         cache_ttl_seconds=ttl,
         compaction_notice_token_reserve=reserve,
     )
-    quiet = quiet_below(config, effective, notice_cost)
-    used = math.ceil(quiet) - below
     index = _mid_loop_index(idle)
     moment = moment_of(index, config.usable_budget(effective))
     assert not moment.turn_start
+    # Where the cache is warm the walk may go up to the figure without the cold rule.
+    quiet = quiet_below(config, effective, notice_cost, cold=cache_cold(config, moment))
+    used = math.ceil(quiet) - below
     timing = escalation_timing(
         config,
         moment,
@@ -153,3 +159,13 @@ async def test_a_resume_at_a_cold_cache_near_the_trigger_escalates_as_the_sessio
     history.append(_stamped({"role": "assistant", "content": "Done."}, at))
     reasons = await _resume_each_request(history, 6_000)
     assert "cold_cache" in reasons
+
+
+@given(ttl=st.integers(1, 10_000))  # whole seconds: timestamps keep microseconds
+def test_the_cache_is_cold_from_its_lifetime_on(ttl: int) -> None:
+    config = ContextConfig(cache_ttl_seconds=ttl)
+    usable = config.usable_budget(100_000)
+    assert cache_cold(config, moment_of(_mid_loop_index(ttl), usable))
+    assert not cache_cold(config, moment_of(_mid_loop_index(ttl - 0.001), usable))
+    off = ContextConfig(cache_ttl_seconds=0)
+    assert not cache_cold(off, moment_of(_mid_loop_index(ttl), usable))
