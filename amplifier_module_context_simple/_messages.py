@@ -54,6 +54,7 @@ __all__ = [
     "is_tool_result",
     "metadata",
     "pair_messages",
+    "produced",
     "read_block",
     "result_ids",
     "thinking_blocks",
@@ -265,10 +266,18 @@ def is_human_prompt(message: Mapping[str, Any]) -> bool:
     """
     if message.get("role") != "user":
         return False
-    meta = metadata(message)
-    if meta.get("ephemeral") is True or meta.get("source") in NON_HUMAN_SOURCES:
+    if produced(metadata(message)):
         return False
     return not result_ids(message)
+
+
+def produced(meta: Mapping[str, Any]) -> bool:
+    """The metadata of a user-role message says a hook or compaction produced it (``ephemeral``,
+    or a ``source`` among ``NON_HUMAN_SOURCES``; any other source, of any type, names none)."""
+    source = meta.get("source")
+    return meta.get("ephemeral") is True or (
+        isinstance(source, str) and source in NON_HUMAN_SOURCES
+    )
 
 
 def is_tool_result(message: Mapping[str, Any]) -> bool:

@@ -22,10 +22,10 @@ from typing import Any
 
 from ._messages import (
     LOADED_TOOLS_KEY,
-    NON_HUMAN_SOURCES,
     RESULT_ROLES,
     ROLES,
     THINKING_BLOCK_TYPES,
+    produced,
 )
 from ._project import TEXT_FIELD_OF
 from ._public import PUBLIC_KEYS
@@ -69,10 +69,7 @@ def read_plain(message: Mapping[str, Any]) -> Plain | None:
     if role != "assistant":
         if type(content) is not str:
             return None
-        human = role == "user" and not (
-            meta is not None
-            and (meta.get("ephemeral") is True or meta.get("source") in NON_HUMAN_SOURCES)  # pyright: ignore[reportUnknownMemberType]
-        )
+        human = role == "user" and not (meta is not None and produced(meta))  # pyright: ignore[reportUnknownArgumentType]
         return role, (), None, thinking, loaded, human
     listed = _listed_calls(message.get("tool_calls"))
     if listed is None:

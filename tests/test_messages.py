@@ -9,6 +9,7 @@ from amplifier_core.message_models import TextBlock, ToolCallBlock
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple._messages import (
     call_ids,
     has_thinking,
@@ -68,10 +69,26 @@ def test_result_ids_in_every_shape() -> None:
         ({"role": "system", "content": "x"}, False),
         # Quoting reminder markup does not make a typed prompt anything else.
         ({"role": "user", "content": "<system-reminder>hi</system-reminder>"}, True),
+        # A source that names no known producer (even an unhashable one) is a person's.
+        ({"role": "user", "content": "x", "metadata": {"source": ["hook"]}}, True),
+        ({"role": "user", "content": "x", "metadata": {"source": {"by": "hook"}}}, True),
     ],
 )
 def test_human_prompts_are_classified_by_metadata(message: dict[str, Any], human: bool) -> None:
     assert is_human_prompt(message) is human
+
+
+async def test_a_prompt_with_an_unhashable_source_is_admitted_and_sent() -> None:
+    manager = SimpleContextManager()
+    prompt = {"role": "user", "content": "go", "metadata": {"source": ["a", "list"]}}
+    await manager.add_message(dict(prompt))
+    resumed = SimpleContextManager()
+    await resumed.set_messages([dict(prompt)])
+    for view in (
+        await manager.get_messages_for_request(),
+        await resumed.get_messages_for_request(),
+    ):
+        assert [m["content"] for m in view] == ["go"]
 
 
 @pytest.mark.parametrize(
