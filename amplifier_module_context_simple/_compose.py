@@ -107,7 +107,7 @@ class Composer:
             overhead_tokens=measured[1],
             reason=None if timing is None else timing.reason,
             at_turn_start=timing is not None and timing.moment.turn_start,
-            thinking_blocks_after_edit=thinking_after(self.index, decisions.removed, edit),
+            thinking_blocks_after_edit=thinking_after(self.index, decisions, edit),
             added=added,
         )
         if not self._shows_notice(scope, step.decisions):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ._config import ContextConfig
+from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._messages import thinking_blocks
 from ._protection import is_reminder
@@ -145,14 +146,15 @@ def _idle(index: HistoryIndex) -> float | None:
     return None
 
 
-def thinking_after(index: HistoryIndex, removed: frozenset[int], edit: int) -> int:
+def thinking_after(index: HistoryIndex, decisions: Decisions, edit: int) -> int:
     """Thinking blocks the view still shows from history position ``edit`` on: what a model
     whose thinking is bound to its prompt drops once the prefix changes there."""
     facts = index.facts
+    # Only what the decisions show is walked: a compacted history leaves out thousands.
     return sum(
         thinking_blocks(facts[p].message)
-        for p in range(max(edit, 0), len(facts))
-        if facts[p].thinking and p not in removed
+        for p in decisions.shown(max(edit, 0), len(facts))
+        if facts[p].thinking
     )
 
 
