@@ -10,9 +10,10 @@ same budget, an empty meter), keeping the escalations and nothing else: no view 
 no event is emitted. Its first view is then the one the running session would have sent,
 byte for byte, and so is every later one.
 
-Most request points are far below any trigger; they cost one extension of the rendered prefix
-and one look at the moment (``Planner.timing``). Only a point where some rule would fire is
-planned in full, so a resume stays linear in the history.
+Most request points are far below any trigger: an upper bound of their view (``_Bound``) shows
+it, and they cost a sum over the messages indexed since the last point; the rendered prefix
+is extended only where a point is estimated exactly (a turn's start, near a rule). Only a
+point where some rule would fire is planned in full, so a resume stays linear in the history.
 
 What a walk cannot know is what the running session learned from provider readings (the
 learned overhead, ``token_meter: actual``) or a budget that changed since (another window or

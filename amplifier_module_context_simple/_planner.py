@@ -88,8 +88,9 @@ class Planner:
         return self._prefix.rendered
 
     def reset(self) -> None:
-        """A new history: drop the rendered prefix."""
+        """A new history: drop the rendered prefix and the last scope."""
         self._prefix.clear()
+        self._last_scope = None
 
     # ---------------------------------------------------------------- 1. budget
 
@@ -163,8 +164,10 @@ class Planner:
         notice_cost = (
             self.composer.notice_cost() if open_tail is None or self.composer.in_place else 0
         )
-        positions = index.system_positions  # a new list whenever the index starts over
-        key = (budget, factory_text, epoch, retained, protected_extra, positions,
+        positions = index.system_positions
+        # The generation changes whenever an indexed message does (a rewrite, another
+        # tokenizer family): the stored system messages may then be others, of equal count.
+        key = (budget, factory_text, epoch, retained, protected_extra, index.generation,
                len(positions), open_tail, notice_cost)  # fmt: skip
         if self._last_scope is not None and self._last_scope[0] == key:
             return self._last_scope[1]

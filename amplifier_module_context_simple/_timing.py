@@ -218,7 +218,7 @@ def escalation_timing(
     # The distance first: the timestamps are parsed only for a view near the trigger.
     if (
         config.cache_ttl_seconds > 0
-        and used >= trigger - config.cold_cache_distance * config.usable_budget(effective)
+        and used >= _cold_floor(config, effective)
         and cache_cold(config, moment)
     ):
         return Timing("cold_cache", target, moment)
@@ -244,8 +244,15 @@ def quiet_below(
     A resume's walk skips its request points on an upper bound of their estimate against
     this figure, so it must never be higher than the lowest one a rule above fires at.
     """
-    trigger = config.trigger(effective)
-    quiet = min(trigger, effective - notice_cost)
+    # Over the hard limit is ``estimate > effective - notice_cost`` under the identity model
+    # (``Planner.timing``); a walk runs in estimate mode only.
+    quiet = min(config.trigger(effective), effective - notice_cost)
     if cold and config.cache_ttl_seconds > 0:
-        quiet = min(quiet, trigger - config.cold_cache_distance * config.usable_budget(effective))
+        quiet = min(quiet, _cold_floor(config, effective))
     return quiet
+
+
+def _cold_floor(config: ContextConfig, effective: int) -> float:
+    """The view from which a cold cache escalates: ``cold_cache_distance`` of the usable
+    budget short of the trigger."""
+    return config.trigger(effective) - config.cold_cache_distance * config.usable_budget(effective)

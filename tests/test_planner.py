@@ -163,3 +163,17 @@ async def test_a_reused_scope_follows_the_notice_cost_as_the_history_grows() -> 
     messages = messages + [{"role": "user", "content": "go"}] * 20
     after = planner.scope(messages, budget, None)
     assert after.notice_cost == planner.composer.notice_cost() > before
+
+
+async def test_a_system_prompt_rewritten_in_place_is_sent_at_once() -> None:
+    # A subclass may edit ``self.messages`` in place (or re-read it from its file): the
+    # next view sends what the history holds now, with its size, not a scope kept from before.
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "system", "content": "You are OLD."})
+    await manager.add_message({"role": "user", "content": "go"})
+    first = await manager.get_messages_for_request()
+    manager.messages[0] = {"role": "system", "content": "You are NEW. " * 400}
+    again = await manager.get_messages_for_request()
+    assert first[0]["content"] == "You are OLD."
+    assert again[0]["content"] == "You are NEW. " * 400
+    assert manager.token_meter_stats["estimated"] > 400

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._render import placeholder
 from amplifier_module_context_simple._size_model import IDENTITY
 from amplifier_module_context_simple._timing import (
     cache_cold,
@@ -169,3 +170,12 @@ def test_the_cache_is_cold_from_its_lifetime_on(ttl: int) -> None:
     assert not cache_cold(config, moment_of(_mid_loop_index(ttl - 0.001), usable))
     off = ContextConfig(cache_ttl_seconds=0)
     assert not cache_cold(off, moment_of(_mid_loop_index(ttl), usable))
+
+
+@given(call_id=st.text(max_size=80), family=st.sampled_from([None, "o200k", "claude3", "claude47"]))
+def test_every_placeholder_result_costs_the_same(call_id: str, family: str | None) -> None:
+    # The walk's bound prices each call's placeholder once, with any id: it holds only
+    # while the estimator counts no ids.
+    assert estimate_message_tokens(placeholder(call_id), family=family) == (
+        estimate_message_tokens(placeholder(""), family=family)
+    )
