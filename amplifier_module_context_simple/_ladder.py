@@ -209,7 +209,7 @@ def _relax(
     Returns how many results it shortened and how many removal units it took.
     """
     index = plan.index
-    truncated_before, removed_before = set(plan.truncated), set(plan.removed)
+    truncated_before, removed_before = set(plan.truncated), plan.removed.mark()
     for _ in range(MAX_FIT_ROUNDS):
         usage = plan.usage
         _truncate(plan, floor, 1.0, limit, keep_chars)
@@ -219,7 +219,7 @@ def _relax(
         if plan.usage <= limit or plan.usage >= usage:
             break
     shortened = set(plan.truncated) - truncated_before
-    removed = plan.removed - removed_before
+    removed = plan.removed.since(removed_before)
     plan.relaxed.update(shortened, removed)
     groups = sum(1 for p in removed if p not in index.pairing.owner_of)
     return len(shortened - removed), groups
@@ -235,7 +235,7 @@ def _recent_floor(index: HistoryIndex, plan: WorkingPlan, share: float) -> froze
         count = math.ceil(len(shown) * share)
         return frozenset(shown[len(shown) - count :])
     # Mostly shown: counted, then picked from the end.
-    size, removed = plan.size, plan.removed
+    size, removed = plan.size, plan.removed.frozen()  # read in C below
     in_range = not removed or max(removed) < size
     left_out = len(removed) if in_range else sum(p < size for p in removed)
     count = math.ceil((size - left_out - sum(p not in removed for p in systems)) * share)
@@ -259,7 +259,7 @@ def _truncate(
     if len(plan.removed) > len(results):
         shown = plan.shown_results()
     else:
-        shown = itertools.filterfalse(plan.removed.__contains__, results)
+        shown = itertools.filterfalse(plan.removed.membership(), results)
     candidates = [
         p for p in shown if p not in protected and p not in plan.stubbed and p not in orphans
     ]

@@ -11,11 +11,12 @@ position of the history, and what a rung changed is read from the positions it t
 
 from __future__ import annotations
 
-__all__ = ["WorkingPlan"]
+__all__ = ["LeftOut", "WorkingPlan"]
 
 import itertools
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from types import MappingProxyType
 
 from ._decisions import Decisions
@@ -24,6 +25,89 @@ from ._history import HistoryIndex
 
 _State = tuple[bool, int | None, int | None]
 """How one position is shown: (left out, truncated, stubbed)."""
+
+
+class LeftOut(AbstractSet[int]):
+    """The positions a working plan leaves out: the base's frozen set, read through what this
+    escalation changed, so that making a plan never copies the base's (nearly the whole
+    history, once a long session has compacted).
+
+    ``taken`` holds every position taken out since it was last put back: of the positions a
+    plan lists (what the base shows, and what was put back), exactly those are left out, so
+    walks filter them with ``taken.__contains__`` in C. ``back`` holds the base's positions
+    shown now (put back or retained, not taken out since). Read as a set (the rest of the
+    ``Set`` protocol: comparisons and set operations, iterating the whole).
+    """
+
+    __slots__ = ("_in_base", "back", "base", "taken")
+
+    def __init__(self, base: frozenset[int], back: Iterable[int]) -> None:
+        self.base = base
+        self.back = {p for p in back if p in base}
+        self.taken: set[int] = set()
+        self._in_base = 0
+        """How many of ``taken`` are in ``base`` (put back, then taken out again)."""
+
+    def __contains__(self, position: object) -> bool:
+        return position in self.taken or (position in self.base and position not in self.back)
+
+    def __len__(self) -> int:
+        return len(self.base) - len(self.back) + len(self.taken) - self._in_base
+
+    def __iter__(self) -> Iterator[int]:
+        base, back = self.base, self.back
+        yield from (itertools.filterfalse(back.__contains__, base) if back else base)
+        yield from (p for p in self.taken if p not in base)
+
+    def add(self, position: int) -> None:
+        # Read without ``in self``: a first escalation takes out most of a long history.
+        taken = self.taken
+        if position in taken:
+            return
+        if position in self.base:
+            back = self.back
+            if position not in back:
+                return  # left out by the base, never shown again
+            back.discard(position)
+            self._in_base += 1
+        taken.add(position)
+
+    def discard(self, position: int) -> None:
+        taken = self.taken
+        if position in taken:
+            taken.discard(position)
+            if position in self.base:
+                self._in_base -= 1
+                self.back.add(position)
+        elif position in self.base:
+            self.back.add(position)
+
+    def frozen(self) -> frozenset[int]:
+        """The positions as one frozenset, copied from ``base`` in C (once, unless some of it
+        was put back)."""
+        base, back = self.base, self.back
+        out = [p for p in self.taken if p not in base]
+        if not back and not out:
+            return base
+        removed = base.difference(back) if back else base
+        return removed.union(out) if out else removed
+
+    def mark(self) -> tuple[frozenset[int], frozenset[int]]:
+        """What has changed so far, for ``since``."""
+        return frozenset(self.taken), frozenset(self.back)
+
+    def since(self, mark: tuple[frozenset[int], frozenset[int]]) -> set[int]:
+        """The positions left out now that were not at ``mark``: all were taken out since."""
+        taken, back = mark
+        base = self.base
+        return {p for p in self.taken if p not in taken and (p not in base or p in back)}
+
+    def membership(self) -> Callable[[int], bool]:
+        """A C-level test of being left out, for a walk over positions a plan may not list
+        (a long list: materialized only when the base leaves something out)."""
+        if not self.base:
+            return self.taken.__contains__
+        return self.frozen().__contains__
 
 
 class WorkingPlan:
@@ -44,8 +128,7 @@ class WorkingPlan:
         self.base = base
         self.retained = retained
         self.size = size = len(index.facts)
-        self.removed = set(base.removed)
-        self.removed.difference_update(retained)
+        self.removed = LeftOut(base.removed, retained)
         self.truncated = {k: v for k, v in base.truncated.items() if k not in retained}
         self.stubbed = {k: v for k, v in base.stubbed.items() if k not in retained}
         self.relaxed = set(base.relaxed) - retained
@@ -90,7 +173,7 @@ class WorkingPlan:
         # (a result that is itself a call, hidden here, does not hide its own results). Read
         # from whichever is shorter: the calls left out, or what is shown.
         if len(removed) <= len(self._candidates):
-            calls = removed.intersection(pairing.results_of)
+            calls = [c for c in self.base.removed.intersection(pairing.results_of) if c in removed]
             hidden = [r for c in calls for r in pairing.results_of[c] if r not in removed]
         else:
             owner_of = pairing.owner_of
@@ -107,15 +190,15 @@ class WorkingPlan:
         candidates = self._candidates
         if isinstance(candidates, range):
             # Every position is listed: nothing put back can be missing from it.
-            return itertools.filterfalse(self.removed.__contains__, candidates)
+            return itertools.filterfalse(self.removed.taken.__contains__, candidates)
         return self._walk(candidates)
 
     def _walk(self, candidates: list[int]) -> Iterator[int]:
-        removed, start = self.removed, 0
+        taken, start = self.removed.taken, 0
         while True:
             inserted = self._inserted
             for position in itertools.filterfalse(
-                removed.__contains__, itertools.islice(candidates, start, None)
+                taken.__contains__, itertools.islice(candidates, start, None)
             ):
                 yield position
                 if self._inserted != inserted:
@@ -127,7 +210,7 @@ class WorkingPlan:
 
     def shown_list(self) -> list[int]:
         """The positions the plan shows now, ascending."""
-        return list(itertools.filterfalse(self.removed.__contains__, self._candidates))
+        return list(itertools.filterfalse(self.removed.taken.__contains__, self._candidates))
 
     def shown_results(self) -> list[int]:
         """The tool results the plan shows now, ascending."""
@@ -135,7 +218,7 @@ class WorkingPlan:
             facts = self.index.facts
             listed = [p for p in self._candidates if facts[p].tool_result]
             self._results = (self._inserted, listed)
-        return list(itertools.filterfalse(self.removed.__contains__, self._results[1]))
+        return list(itertools.filterfalse(self.removed.taken.__contains__, self._results[1]))
 
     def locked(self, position: int) -> bool:
         """Whether removing ``position`` would undo a mending whose round is still shown."""
@@ -150,8 +233,10 @@ class WorkingPlan:
         return self.index.facts[position].tokens
 
     def _state(self, position: int) -> _State:
+        left_out = self.removed  # read inline: ``reduced`` asks for every position touched
         return (
-            position in self.removed,
+            position in left_out.taken
+            or (position in left_out.base and position not in left_out.back),
             self.truncated.get(position),
             self.stubbed.get(position),
         )
@@ -182,7 +267,11 @@ class WorkingPlan:
     def take_out(self, position: int) -> None:
         """Leave ``position`` out, remembering how it was shown in case it has to come back."""
         self._touched.add(position)
-        self.removed.add(position)
+        left_out = self.removed
+        if left_out.base:
+            left_out.add(position)
+        else:  # nothing to read through (a first escalation takes out most of the history)
+            left_out.taken.add(position)
         truncated, stubbed = self.truncated.pop(position, None), self.stubbed.pop(position, None)
         if truncated is not None or stubbed is not None:
             self.taken_out[position] = (truncated, stubbed)
@@ -228,7 +317,8 @@ class WorkingPlan:
         if touched is None:
             touched = self.touched
         # Where being left out differs from ``base`` (untouched positions never do).
-        now, then = touched.intersection(self.removed), touched.intersection(base.removed)
+        left_out, then = self.removed, touched.intersection(base.removed)
+        now = touched.intersection(left_out.taken).union(then.difference(left_out.back))
         back, out = then - now, now - then
         truncated, stubbed = (
             MappingProxyType(dict(self.truncated)),
@@ -237,6 +327,8 @@ class WorkingPlan:
         relaxed = frozenset(self.relaxed)
 
         def build() -> Decisions:
+            # Copies of ``base`` (a set copy is C-level and cheaper than any toggle per
+            # element): one in the usual case, where nothing of ``base`` was put back.
             removed = base.removed.difference(back) if back else base.removed
             if out:
                 removed = removed.union(out)
@@ -257,7 +349,7 @@ class WorkingPlan:
 
     def decisions(self, level: int, escalations: int) -> Decisions:
         decisions = Decisions(
-            removed=frozenset(self.removed),
+            removed=self.removed.frozen(),
             truncated=MappingProxyType(dict(self.truncated)),
             stubbed=MappingProxyType(dict(self.stubbed)),
             level=level,

@@ -20,11 +20,15 @@ from amplifier_module_context_simple._decisions import NO_DECISIONS, CompactionS
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._forms import ShortForms, truncated
 from amplifier_module_context_simple._history import HistoryIndex
-from amplifier_module_context_simple._ladder import _recent_floor  # pyright: ignore[reportPrivateUsage]
+from amplifier_module_context_simple._ladder import (  # pyright: ignore[reportPrivateUsage]
+    _recent_floor,  # pyright: ignore[reportPrivateUsage]
+    _relax,  # pyright: ignore[reportPrivateUsage]
+    _remove,  # pyright: ignore[reportPrivateUsage]
+)
 from amplifier_module_context_simple._meter import TokenMeter
 from amplifier_module_context_simple._planner import Planner
 from amplifier_module_context_simple._render import render_range
-from amplifier_module_context_simple._working import WorkingPlan
+from amplifier_module_context_simple._working import LeftOut, WorkingPlan
 
 from .test_compaction import sessions
 
@@ -241,3 +245,109 @@ def test_the_recent_window_is_the_newest_share_of_what_is_shown(
     shown = [p for p in range(plan.size) if p not in plan.removed and p not in systems]
     count = math.ceil(len(shown) * share)
     assert _recent_floor(plan.index, plan, share) == frozenset(shown[len(shown) - count :])
+
+
+_Op = tuple[int, bool]
+"""(position, True: take it out / False: put it back)."""
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.frozensets(st.integers(0, 30), max_size=25),
+    st.frozensets(st.integers(0, 34), max_size=6),
+    st.lists(st.tuples(st.integers(0, 34), st.booleans()), max_size=25),
+    st.integers(0, 25),
+)
+def test_what_a_plan_leaves_out_is_its_base_read_through_the_changes(
+    base: frozenset[int], retained: frozenset[int], script: list[_Op], marked_at: int
+) -> None:
+    """A working plan never copies its base's left-out set: it reads it through what the
+    escalation took out and put back. Held, after every change, to a plain set edited the same
+    way: membership, size, contents, the frozen decisions, what was taken out since a mark (the
+    fit pass's count), and the one C-level filter the walks use."""
+    left_out, reference = LeftOut(base, retained), set(base - retained)
+    listed = set(range(35)) - base | (retained & base)  # what a plan lists: shown, or put back
+    mark, before = left_out.mark(), set(reference)
+    for step, (position, out) in enumerate(script):
+        if step == marked_at:
+            mark, before = left_out.mark(), set(reference)
+        if out:
+            left_out.add(position)
+            reference.add(position)
+        else:
+            left_out.discard(position)
+            reference.discard(position)
+            listed.add(position)
+        assert [p for p in range(40) if p in left_out] == sorted(reference)
+        assert len(left_out) == len(reference)
+        assert sorted(left_out) == sorted(reference)
+        assert left_out.frozen() == reference
+        assert {p for p in range(40) if left_out.membership()(p)} == reference
+        assert {p for p in listed if p in left_out.taken} == reference & listed
+    if marked_at >= len(script):
+        mark, before = left_out.mark(), set(reference)
+    assert left_out.since(mark) == reference - before
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.frozensets(st.integers(0, 30), max_size=25),
+    st.frozensets(st.integers(0, 30), max_size=4),
+    st.lists(st.tuples(st.integers(0, 30), st.booleans()), max_size=15),
+)
+def test_the_decisions_a_plan_builds_leave_out_what_its_edits_did(
+    removed: frozenset[int], retained: frozenset[int], script: list[_Op]
+) -> None:
+    """Built now, built late (from the touched positions only) or listed as shown: the same
+    positions a plain set edited the same way holds (results of calls left out hidden)."""
+    messages = _chat(10)
+    plan = _plan(messages, removed, retained)
+    reference = set(removed - retained)
+    # The results whose calls are left out when the plan is made are hidden with them.
+    reference.update(r for r, c in plan.index.pairing.owner_of.items() if c in removed - retained)
+    for position, out in script:
+        if out:
+            plan.take_out(position)
+            reference.add(position)
+        elif position in plan.removed:
+            plan.put_back(position, 0)
+            reference.discard(position)
+    later = plan.later(3, 1)()
+    now = plan.decisions(3, 1)
+    assert later.removed == now.removed == reference
+    for decisions in (later, now):
+        assert list(decisions.shown(0, plan.size)) == _reference_shown(decisions, 0, plan.size)
+    assert plan.shown_list() == [p for p in range(plan.size) if p not in reference]
+    assert plan.shown_results() == [
+        p for p in range(plan.size) if p not in reference and plan.index.facts[p].tool_result
+    ]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.frozensets(st.integers(0, 36), max_size=20),
+    st.lists(st.integers(0, 36), max_size=4),
+    st.floats(0.3, 1.0),
+    st.floats(0.0, 0.6),
+)
+def test_the_fit_pass_counts_only_what_it_took_itself(
+    removed: frozenset[int], back: list[int], rungs: float, fit: float
+) -> None:
+    """What the fit pass reports (and marks relaxed) is what it left out or shortened beyond
+    the rungs before it: compared with the plan read whole before and after it."""
+    messages = _chat(12)
+    plan = _plan(messages, removed, frozenset())
+    keep, size = 40, plan.size
+    for position in back:  # mending may have shown some of the base again
+        if position in plan.removed:
+            plan.put_back(position, 0)
+    plan.usage = sum(plan.rendered_tokens(p, keep) for p in plan.shown_list())
+    _remove(plan, frozenset(), int(plan.usage * rungs), keep)  # a rung before the fit pass
+    removed_before = {p for p in range(size) if p in plan.removed}
+    truncated_before = set(plan.truncated)
+    shortened, groups = _relax(plan, frozenset({size - 1}), int(plan.usage * fit), keep, None)
+    taken = {p for p in range(size) if p in plan.removed} - removed_before
+    owner_of = plan.index.pairing.owner_of
+    assert groups == sum(1 for p in taken if p not in owner_of)
+    assert shortened == len(set(plan.truncated) - truncated_before - taken)
+    assert taken <= plan.relaxed
