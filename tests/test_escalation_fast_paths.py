@@ -24,6 +24,7 @@ from amplifier_module_context_simple._ladder import (  # pyright: ignore[reportP
     _recent_floor,  # pyright: ignore[reportPrivateUsage]
     _relax,  # pyright: ignore[reportPrivateUsage]
     _remove,  # pyright: ignore[reportPrivateUsage]
+    _truncate,  # pyright: ignore[reportPrivateUsage]
 )
 from amplifier_module_context_simple._meter import TokenMeter
 from amplifier_module_context_simple._planner import Planner
@@ -351,3 +352,32 @@ def test_the_fit_pass_counts_only_what_it_took_itself(
     assert groups == sum(1 for p in taken if p not in owner_of)
     assert shortened == len(set(plan.truncated) - truncated_before - taken)
     assert taken <= plan.relaxed
+    # Only what is shown was shortened (a left-out result is never a candidate).
+    assert not any(p in plan.removed for p in plan.truncated)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.frozensets(st.integers(0, 36), max_size=20),
+    st.lists(st.tuples(st.integers(0, 36), st.booleans()), max_size=8),
+)
+def test_a_rung_shortens_every_result_shown_and_none_left_out(
+    removed: frozenset[int], script: list[_Op]
+) -> None:
+    """Whether the rung reads the results from what is shown or filters every result (a base
+    that leaves out little): exactly the results a plain set says are shown are shortened."""
+    messages = _chat(12)
+    for message in messages:
+        if message["role"] == "tool":
+            message["content"] = "out " * 400
+    plan = _plan(messages, removed, frozenset())
+    for position, out in script:
+        if out:
+            plan.take_out(position)
+        elif position in plan.removed:
+            plan.put_back(position, 0)
+    reference = {p for p in range(plan.size) if p in plan.removed}
+    plan.usage = 10**9
+    _truncate(plan, frozenset(), 1.0, 0, 40)
+    results = plan.index.tool_result_positions
+    assert set(plan.truncated) == {p for p in results if p not in reference}
