@@ -6,7 +6,9 @@ was shown, so mending can bring a message back exactly as short as it was.
 
 A compacted history is mostly left out, and an escalation walks it several times (each rung,
 each mending): the walks go over the positions the plan shows (``shown``), never over every
-position of the history, and what a rung changed is read from the positions it touched.
+position of the history, and what a rung changed is read from the positions it touched. Nor
+is the base's left-out set copied (:class:`LeftOut`): a resume re-derives hundreds of
+escalations, and each would copy nearly the whole history.
 """
 
 from __future__ import annotations
