@@ -32,7 +32,6 @@ from ._decisions import CompactionStats, Decisions
 from ._meter import IDENTITY, TokenMeter
 from ._plan import Scope
 from ._planner import Planner
-from ._render import placeholder
 from ._room import made_under
 from ._timing import cache_cold, moment_of, quiet_below
 
@@ -121,7 +120,7 @@ class _Bound:
     def __init__(self, planner: Planner, budget: Budget) -> None:
         self._planner = planner
         self._effective = budget.effective_budget
-        self._placeholder = planner.index.estimate(placeholder(""))
+        self._placeholder = planner.forms.placeholder("")[1]
         self._estimate: int | None = None
         self._position = 0
         self._quiet: tuple[int, float, float] = (-1, 0.0, 0.0)
