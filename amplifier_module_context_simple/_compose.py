@@ -24,6 +24,7 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions
 from ._history import HistoryIndex
 from ._ladder import Step
+from ._left_out_map import build_map
 from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
@@ -34,8 +35,12 @@ from ._render import (
     notice_figures,
     notice_message,
     render_range,
+    text_of,
 )
 from ._timing import Timing, thinking_after
+
+_SHOWN_ROLES = frozenset({"tool", "user"})
+"""The messages whose names the map does not repeat: what tools printed and people wrote."""
 
 
 class Composer:
@@ -55,11 +60,17 @@ class Composer:
         # The in-place notice's slot, while the decisions and the history stay the same.
         self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
 
-    def notice_cost(self) -> int:
-        """Tokens the longest notice this history could get takes (0 with notices off)."""
+    def notice_cost(self, effective: int) -> int:
+        """Tokens the longest notice this history could get takes under an ``effective``
+        budget, its map's bound included (0 with notices off)."""
         config = self.config
         if not config.compaction_notice_enabled:
             return 0
+        return self._longest_notice() + config.map_bound(effective)
+
+    def _longest_notice(self) -> int:
+        """Tokens the longest notice this history could get takes, without a map."""
+        config = self.config
         size = len(self.index.facts)
         key = (len(str(size + 1000)), config.compaction_notice_verbosity, self.index.family)
         if self._notice_cost_cache[0] != key:
@@ -112,9 +123,39 @@ class Composer:
         )
         if not self._shows_notice(scope, step.decisions):
             return stats
+        bound = config.map_bound(scope.budget.effective_budget)
+        if bound > 0:
+            stats = stats.with_map(self._left_out_map(stats, decisions, after, bound))
         # The notice states the view's count with itself in it (``with_notice``).
         figures = notice_figures(stats, step.decisions, notice_counted=True)
         return stats.with_notice(self._notice(figures)[1])
+
+    def _left_out_map(
+        self, stats: CompactionStats, decisions: Decisions, body: RenderResult, bound: int
+    ) -> tuple[str, ...]:
+        """The map of what ``decisions`` leave out, within ``bound`` tokens of the notice.
+
+        The lines are measured one by one; the notice as a whole is then held to the bound
+        (an estimate is not quite additive), dropping the oldest lines while it is over.
+        """
+        index = self.index
+        empty = index.estimate({"role": "user", "content": ""})
+        lines = build_map(
+            index,
+            decisions,
+            shown_text=(text_of(m) for m in body.messages if m.get("role") in _SHOWN_ROLES),
+            bound=bound,
+            measure=lambda text: index.estimate({"role": "user", "content": text}) - empty,
+        )
+        figures = notice_figures(stats, decisions, notice_counted=True)
+        verbosity = self.config.compaction_notice_verbosity
+        plain = index.estimate(notice_message(figures, verbosity))
+        while lines:
+            mapped = replace(figures, left_out_map=lines)
+            if index.estimate(notice_message(mapped, verbosity)) - plain <= bound:
+                break
+            lines = lines[:-1] if len(lines) > 2 else ()
+        return lines
 
     def compose(
         self,

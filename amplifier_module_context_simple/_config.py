@@ -222,6 +222,14 @@ class ContextConfig:
             "Lowest compaction level that adds the notice", flag="--notice-min-level"
         ),
     )
+    compaction_map_share: float = _key(
+        0.05,
+        _fraction(allow_zero=True),
+        CommandLineOption(
+            "Share of the budget the notice's map of left-out names may take (0: no map)",
+            flag="--map-share",
+        ),
+    )
     compaction_notice_placement: str = _key(
         "in_place",
         _one_of(NOTICE_PLACEMENTS),
@@ -286,6 +294,12 @@ class ContextConfig:
     def notice_reserve(self) -> int:
         """Tokens held back for the compaction notice: its reserve while the notice is on."""
         return self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
+
+    def map_bound(self, effective: int) -> int:
+        """Tokens the notice's map of left-out names may take for an ``effective`` budget."""
+        if not self.compaction_notice_enabled:
+            return 0
+        return int(self.compaction_map_share * max(effective, 0))
 
     def usable_budget(self, effective: int) -> int:
         """The part of the ``effective`` budget a view may fill: less the notice reserve."""

@@ -182,6 +182,9 @@ class CompactionStats:
     thinking is bound to its prompt loses with this edit."""
     notice_tokens: int = 0
     """Of ``after_tokens``, the compaction notice's (the view counts it; not in the payload)."""
+    left_out_map: tuple[str, ...] = ()
+    """The notice's map of what the view no longer shows (``_left_out_map``), made at this
+    escalation and kept until the next: its lines, the heading first (not in the payload)."""
 
     @classmethod
     def of_escalation(
@@ -235,6 +238,10 @@ class CompactionStats:
             at_turn_start=at_turn_start,
             thinking_blocks_after_edit=thinking_blocks_after_edit,
         )
+
+    def with_map(self, lines: tuple[str, ...]) -> CompactionStats:
+        """These figures with the map the notice will show."""
+        return replace(self, left_out_map=lines)
 
     def with_notice(self, tokens: int) -> CompactionStats:
         """These figures with the view's notice, one message of ``tokens``, counted in."""

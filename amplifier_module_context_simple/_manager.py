@@ -76,6 +76,7 @@ class SimpleContextManager:
         compaction_notice_verbosity: str = "normal",
         compaction_notice_min_level: int = 1,
         compaction_notice_placement: str = "in_place",
+        compaction_map_share: float = 0.05,
         output_reserve_fraction: float = 1.0,
         token_meter: str = "estimate",
         max_tool_result_bytes: int = 131_072,

@@ -43,6 +43,7 @@ def notice_figures(
         before_messages=stats.before_messages,
         after_messages=stats.after_messages + (1 if notice_counted else 0),
         relaxed=decisions.protection_relaxed,
+        left_out_map=stats.left_out_map,
     )
 
 
@@ -58,6 +59,8 @@ class NoticeFigures:
     before_messages: int
     after_messages: int
     relaxed: bool
+    left_out_map: tuple[str, ...] = ()
+    """The map's lines (``_left_out_map``): its cost is bounded apart (``map_bound``)."""
 
     @classmethod
     def largest(cls, history_messages: int) -> NoticeFigures:
@@ -90,33 +93,30 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
         )
     summary += "."
     redo = (
-        "Work requested in the first message may already be done: check the recent messages "
-        "before repeating any step, and do not redo state-changing actions."
+        "Work the first message asked for may already be done: check the recent messages "
+        "before repeating a step, and do not redo state-changing actions."
     )
     lines = [summary, redo]
     if figures.relaxed:
         lines.append(
-            "The window is small, so some recent tool results were shortened or left out too. "
-            "If you need what they held, read it again with narrower parameters (a line range, "
-            "a filter, a smaller query); never re-run a tool that changes state to get its "
-            "output back."
+            "The window is small, so recent tool results were shortened or left out too: read "
+            "what you need again with narrower parameters (a line range, a filter), never by "
+            "re-running a tool that changes state."
         )
     if verbosity != "minimal":
-        lines.append(
-            "Kept in full: system instructions, the first and the latest user request, the "
-            "most recent messages and the latest tool results."
-            if not figures.relaxed
-            else "Kept in full: system instructions and the first and the latest user request."
+        kept = (
+            "system instructions and the first and the latest user request"
+            if figures.relaxed
+            else "system instructions, the first and the latest user request, the most "
+            "recent messages and the latest tool results"
         )
-        lines.append(
-            "Shortened tool results say so at their start; call the tool again if you need "
-            "their full output."
-        )
+        lines.append(f"Kept whole: {kept}. A shortened tool result says so at its start.")
     if verbosity == "verbose":
         lines.append(
             "Removed turns are not visible to you any more; if a decision made in them "
             "matters, ask the user or re-derive it from files rather than guessing."
         )
+    lines.extend(figures.left_out_map)
     body = "\n".join(lines)
     return {
         "role": "user",

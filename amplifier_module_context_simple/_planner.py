@@ -162,7 +162,9 @@ class Planner:
         index = self.index
         open_tail = open_tail_call(index)
         notice_cost = (
-            self.composer.notice_cost() if open_tail is None or self.composer.in_place else 0
+            self.composer.notice_cost(budget.effective_budget)
+            if open_tail is None or self.composer.in_place
+            else 0
         )
         positions = index.system_positions
         # The generation changes whenever an indexed message does (a rewrite, another

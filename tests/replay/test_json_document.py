@@ -23,11 +23,13 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig
+from amplifier_module_context_simple._render import text_of
 from amplifier_module_context_simple.replay.command.inputs import SharedOptions, prepare
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.engine.report import SCHEMA_VERSION
 from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.engine.sweep import SWEPT_KEYS
+from amplifier_module_context_simple.replay.findings.evidence import forms, salient_strings
 from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSES
 
 from . import json_doc
@@ -112,6 +114,19 @@ def first_budget_document() -> dict[str, Any]:
     return report.as_json()
 
 
+def held_by_the_map(example: dict[str, Any]) -> str:
+    """The position of a message of the built-in example that holds a string a view lost
+    and its map named (``inspect --why`` then lists the map line)."""
+    finding = next(f for e in example["evidence"] for f in e["found_in_map"])
+    options = SharedOptions(
+        transcript=None, config_values={}, context_window=None, max_output_tokens=None,
+        model=None, strict=False, seed=None, messages=None,
+    )  # fmt: skip
+    messages = prepare(options).messages
+    wanted = forms(finding["string"])
+    return str(next(i for i, m in enumerate(messages) if wanted & salient_strings(text_of(m))))
+
+
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
     tmp = tmp_path_factory.mktemp("json-documents")
@@ -138,6 +153,8 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         ("sweep of the example", "sweep",
          lambda: run_json("sweep", "--messages", "120", "--max-tokens", "40000,60000")),
         ("inspect --why", "why", lambda: run_json("inspect", "--why", why)),
+        ("inspect --why, found through the map", "why",
+         lambda: run_json("inspect", "--why", held_by_the_map(example))),
         ("inspect --at", "view", lambda: run_json("inspect", "--messages", "120", "--at", "3")),
     ]  # fmt: skip
     return [("the built-in example", "replay", example), *((n, k, f()) for n, k, f in made)]

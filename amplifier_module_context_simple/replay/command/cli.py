@@ -47,6 +47,7 @@ from ..engine.sweep import as_json as sweep_json
 from ..engine.view import describe_view
 from ..errors import CliError, one_line
 from ..findings.drops import drops_at, explain
+from ..findings.evidence import map_findings
 from ..findings.records import not_recorded_check_text
 from ..findings.refusals import assess
 from ..output.evidence_output import render_evidence
@@ -297,14 +298,25 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
         )
     outcome = _run(data, show_progress=not as_json)
     report = outcome.report
+    findings = map_findings(outcome.history[position], report.evidence)
     if as_json:
         changes = [dataclasses.asdict(d) for d in drops_at(report.drops, position)]
-        document = {"schema_version": SCHEMA_VERSION, "position": position, "changes": changes}
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "position": position,
+            "changes": changes,
+            "findable_through_map": [dataclasses.asdict(f) for f in findings],
+        }
         typer.echo(json_text(document))
         return
     family = report.token_family
     history_at = [r.history_messages for r in report.requests]
     lines = explain(position, outcome.history, report.drops, history_at, family=family)
+    lines += [
+        f"request {f.request}: the next call used `{f.string}`, no longer shown; the notice's "
+        f"map kept it findable: {f.line}"
+        for f in findings
+    ]
     render_why(stdout_console(), position, lines)
 
 

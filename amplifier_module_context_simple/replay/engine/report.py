@@ -43,13 +43,13 @@ first (before any reading taught the budget an overhead).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from operator import attrgetter
 from typing import Any
 
 from ... import ContextConfig
 from ..findings.drops import Drop
-from ..findings.evidence import EvidenceRecord, by_compaction, kept_share
+from ..findings.evidence import EvidenceRecord, by_compaction, findable_share, kept_share
 from ..findings.records import CompactionRecord, RequestRecord
 from ..findings.refusals import assess
 from ..findings.rework import Rework
@@ -148,6 +148,8 @@ class ReplayReport:
             "evidence_used": sum(e.used for e in self.evidence),
             "evidence_kept": sum(e.kept for e in self.evidence),
             "evidence_kept_share": kept_share(self.evidence),
+            "evidence_findable": sum(e.findable for e in self.evidence),
+            "evidence_findable_share": findable_share(self.evidence),
             "not_recorded_requests": list(self.not_recorded) if self.recorded_session else None,
             **self._cache_summary(),
             "simulated_cache": None
@@ -207,11 +209,18 @@ class ReplayReport:
         }
 
 
+def _copied(value: Any) -> Any:
+    if isinstance(value, list) and value and is_dataclass(value[0]):
+        return [asdict(item) for item in value]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    return value.copy() if isinstance(value, list | dict) else value
+
+
 def _records(records: list[Any]) -> list[dict[str, Any]]:
     """``[asdict(r) for r in records]`` for records of one flat dataclass, without its cost.
 
     The records' fields hold scalars, lists of strings or dicts of scalars, so a shallow copy
-    of each list and dict is what ``asdict``'s deep copy gives.
+    of each list and dict is what ``asdict``'s deep copy gives; a list of records (the
+    evidence's map findings) is converted record by record.
     """
     if not records:
         return []
@@ -219,10 +228,7 @@ def _records(records: list[Any]) -> list[dict[str, Any]]:
     names = tuple(f.name for f in fields(kind))
     values = attrgetter(*names)
     return [
-        {
-            name: value.copy() if isinstance(value, list | dict) else value
-            for name, value in zip(names, values(record), strict=True)
-        }
+        {name: _copied(value) for name, value in zip(names, values(record), strict=True)}
         if type(record) is kind and len(names) > 1
         else asdict(record)
         for record in records

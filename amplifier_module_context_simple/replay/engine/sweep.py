@@ -80,7 +80,9 @@ class SweepRow:
     kept_min: float = 1.0
     evidence_kept: float | None = None
     """Of the strings the recorded next messages' calls used that the history held, the share
-    the views still showed (``evidence``); ``None``: the calls used none."""
+    the views still showed (*in context*, ``evidence``); ``None``: the calls used none."""
+    evidence_findable: float | None = None
+    """The share the views showed or named in their map of what was left out (*findable*)."""
 
 
 def parse_values(key: str, text: str) -> list[Any]:
@@ -145,6 +147,7 @@ def row_for(setting: Mapping[str, Any], report: ReplayReport) -> SweepRow:
         kept_mean=round(sum(kept) / len(kept), 4) if kept else 1.0,
         kept_min=round(min(kept), 4) if kept else 1.0,
         evidence_kept=summary["evidence_kept_share"],
+        evidence_findable=summary["evidence_findable_share"],
     )
 
 

@@ -20,12 +20,11 @@ from typing import Any, cast
 from ... import estimate_message_tokens
 from ..._invariants import shared_start
 from ..._messages import (
-    CALL_BLOCK_TYPES,
     REPAIRED_KEY,
     STUBBED_KEY,
     TRUNCATED_KEY,
-    blocks,
     call_ids,
+    calls_made,
     metadata,
     result_ids,
 )
@@ -122,35 +121,6 @@ def main_argument(arguments: object) -> str | None:
     if line is None:
         return None
     return line if len(line) <= ARGUMENT_CHARS else line[: ARGUMENT_CHARS - 1] + "…"
-
-
-def calls_made(message: Mapping[str, Any]) -> list[tuple[str, str, object]]:
-    """(call id, tool name, arguments as stored) for every call the message makes, each once.
-
-    Amplifier stores a call twice, as a ``tool_calls`` entry and as a ``tool_call`` content
-    block with the same id; a block whose id a ``tool_calls`` entry already has is that call.
-    Both call shapes are read (``tool``/``name`` and ``arguments``, or OpenAI's ``function``).
-    """
-    found: list[tuple[str, str, object]] = []
-    calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        if isinstance(call, Mapping):
-            function = call.get("function")
-            name = call.get("tool") or call.get("name")
-            arguments = call.get("arguments")
-            if isinstance(function, Mapping):
-                name = name or function.get("name")
-                arguments = arguments or function.get("arguments")
-            call_id = str(call.get("id") or call.get("tool_call_id") or "")
-            found.append((call_id, str(name), arguments))
-    listed = {call_id for call_id, _, _ in found if call_id}
-    for block in blocks(message):
-        if block.get("type") in CALL_BLOCK_TYPES:
-            call_id = str(block.get("id") or "")
-            if not call_id or call_id not in listed:
-                arguments = block.get("input", block.get("arguments"))
-                found.append((call_id, str(block.get("name")), arguments))
-    return found
 
 
 def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:

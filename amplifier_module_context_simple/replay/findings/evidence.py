@@ -15,14 +15,18 @@ For request N:
 * **kept**: those of them that a tool result or user message of request N's view still shows
   (whole, or in what remains of a shortened result or a stubbed message; the compaction
   notice, the system prompt and assistant messages do not count);
-* **lost**: the rest, by name.
+* **lost**: the rest, by name;
+* **findable**: the kept ones and the lost ones a line of the notice's map of what the view
+  left out (``_left_out_map``) names, itself or by a path ending: the model can find those
+  again. *Kept* is what the views hold *in context*.
 
-A salient string is a run of letters, digits and ``_ . / -`` (ends trimmed of ``. / -``), at
-least four characters long, with a letter, that holds a ``/``, a ``.`` or a ``_`` or is
-camelCase: ``src/app.py``, ``test_budget``, ``ContextConfig``, ``v1.2``; not ``pytest``,
-``e.g`` or ``0.5``. A string the call used is met by itself or by one of its path endings
-(:func:`forms`): a call's ``/repo/src/app.py`` (``repo/src/app.py``) is met by ``src/app.py``
-or ``app.py`` in a result, as tools print paths shorter than agents pass them; it counts once.
+A salient string (the runtime's *name*, ``_names``) is a run of letters, digits and
+``_ . / -`` (ends trimmed of ``. / -``), at least four characters long, with a letter, that
+holds a ``/``, a ``.`` or a ``_`` or is camelCase: ``src/app.py``, ``test_budget``,
+``ContextConfig``, ``v1.2``; not ``pytest``, ``e.g`` or ``0.5``. A string the call used is
+met by itself or by one of its path endings (:func:`forms`): a call's ``/repo/src/app.py``
+(``repo/src/app.py``) is met by ``src/app.py`` or ``app.py`` in a result, as tools print paths
+shorter than agents pass them; it counts once.
 
 Cost: each history message's strings are read once, when it joins the history; a view costs
 the messages it holds past what it shares with the previous view (as the drop tracker).
@@ -30,13 +34,14 @@ the messages it holds past what it shares with the previous view (as the drop tr
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._left_out_map import map_lines_of
+from ..._names import name_forms, names_in
 from ..._render import text_of
 from .drops import calls_made, is_notice
 
@@ -44,43 +49,29 @@ __all__ = [
     "CompactionEvidence",
     "EvidenceRecord",
     "EvidenceTracker",
+    "MapFinding",
     "by_compaction",
+    "findable_share",
     "forms",
     "kept_share",
+    "map_findings",
     "salient_strings",
     "used_strings",
 ]
 
-_MIN_CHARS = 4
 _EVIDENCE_ROLES = frozenset({"tool", "user"})
-_RUN = re.compile(rf"[A-Za-z0-9_./\-]{{{_MIN_CHARS},}}")
-_MARKED = re.compile(r"[/._]|[a-z][A-Z]")
-_LETTER = re.compile(r"[A-Za-z]")
 
 
 def salient_strings(text: str) -> set[str]:
-    """The salient strings of ``text`` (see the module docstring)."""
-    found: set[str] = set()
-    # Each distinct run is judged once: a tool result repeats most of its words.
-    for run in set(_RUN.findall(text)):
-        if not _MARKED.search(run):
-            continue
-        word = run.strip("./-")
-        if len(word) >= _MIN_CHARS and _LETTER.search(word) and _MARKED.search(word):
-            found.add(word)
-    return found
+    """The salient strings of ``text``: the runtime's names (``_names``), one definition for
+    the map of what a view left out and for this measure."""
+    return set(names_in(text))
 
 
 def forms(string: str) -> set[str]:
     """``string`` and each of its path endings that is salient itself: ``p/src/app.py`` ->
     ``p/src/app.py``, ``src/app.py``, ``app.py``."""
-    found = {string}
-    parts = string.split("/")
-    for start in range(1, len(parts)):
-        ending = "/".join(parts[start:])
-        if ending in salient_strings(ending):
-            found.add(ending)
-    return found
+    return name_forms(string)
 
 
 def _argument_texts(value: object) -> Iterable[str]:
@@ -112,6 +103,16 @@ def _shown(message: Mapping[str, Any]) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
+class MapFinding:
+    """A string the agent used that a view no longer showed, found in its map instead."""
+
+    request: int
+    string: str
+    line: str
+    """The map line that named it."""
+
+
+@dataclass(frozen=True)
 class EvidenceRecord:
     """One request: what the next assistant message used and what the view still showed."""
 
@@ -126,12 +127,27 @@ class EvidenceRecord:
     left_at: list[int]
     """For each of ``lost``, the request whose view stopped showing it (or, never shown, the
     request its message joined the history at)."""
+    found_in_map: list[MapFinding] = field(default_factory=list[MapFinding])
+    """Of ``lost``, those a line of the notice's map of what was left out names, each with
+    that line: not shown, but findable again."""
+
+    @property
+    def findable(self) -> int:
+        """Used strings the view shows, or names in its map of what it left out."""
+        return self.kept + len(self.found_in_map)
 
 
 def kept_share(records: Sequence[EvidenceRecord]) -> float | None:
-    """Kept over used, summed over ``records``; ``None`` when nothing was used."""
+    """Kept over used (*in context*), summed over ``records``; ``None`` when nothing was
+    used."""
     used = sum(r.used for r in records)
     return round(sum(r.kept for r in records) / used, 4) if used else None
+
+
+def findable_share(records: Sequence[EvidenceRecord]) -> float | None:
+    """Findable over used (in context, or named by the map), summed over ``records``."""
+    used = sum(r.used for r in records)
+    return round(sum(r.findable for r in records) / used, 4) if used else None
 
 
 @dataclass
@@ -150,6 +166,10 @@ class EvidenceTracker:
     _view: list[frozenset[str]] = field(default_factory=list[frozenset[str]])
     _shown: Counter[str] = field(default_factory=Counter[str])
     """How many of the current view's messages show each string."""
+    _maps: dict[int, tuple[Mapping[str, Any], list[tuple[str, set[str]]]]] = field(
+        default_factory=dict[int, tuple[Mapping[str, Any], list[tuple[str, set[str]]]]]
+    )
+    """``id`` -> (a notice, its map lines with their names)."""
     _left: dict[str, int] = field(default_factory=dict[str, int])
     """String -> the request whose view last stopped showing it (or that first saw it)."""
 
@@ -189,9 +209,43 @@ class EvidenceTracker:
         lost = sorted(s for s, met in used.items() if all(self._shown[f] <= 0 for f in met))
         # Left when the last of its forms the history held left (or joined it unshown).
         left_at = [max(self._left[f] for f in used[s]) for s in lost]
-        record = EvidenceRecord(request, len(used), len(used) - len(lost), lost, left_at)
+        found = self._found_in_map(request, view, {s: used[s] for s in lost}) if lost else []
+        record = EvidenceRecord(request, len(used), len(used) - len(lost), lost, left_at, found)
         self.records.append(record)
         return record
+
+    def _found_in_map(
+        self, request: int, view: Sequence[Mapping[str, Any]], lost: Mapping[str, set[str]]
+    ) -> list[MapFinding]:
+        """Of the ``lost`` strings (each with the forms the history held), those a map line of
+        the view's notice names, itself or by a path ending (string -> the line)."""
+        lines: dict[str, str] = {}
+        for message in view:
+            if is_notice(message):
+                for line, names in self._map_of(message):
+                    for name in names:
+                        lines.setdefault(name, line)
+        found: list[MapFinding] = []
+        for string, held in lost.items():
+            line = next((lines[f] for f in sorted(held) if f in lines), None)
+            if line is not None:
+                found.append(MapFinding(request, string, line))
+        return found
+
+    def _map_of(self, notice: Mapping[str, Any]) -> list[tuple[str, set[str]]]:
+        """A notice's map lines, each with the names it shows and their path endings (read
+        once per notice: it stays the same object while it reads the same)."""
+        known = self._maps.get(id(notice))
+        if known is not None and known[0] is notice:
+            return known[1]
+        parsed: list[tuple[str, set[str]]] = []
+        for line in map_lines_of(text_of(notice)):
+            names: set[str] = set()
+            for name in names_in(line):
+                names |= forms(name)
+            parsed.append((line, names))
+        self._maps[id(notice)] = (notice, parsed)
+        return parsed
 
     def _strings(self, message: Mapping[str, Any]) -> frozenset[str]:
         known = self._by_id.get(id(message))
@@ -241,3 +295,10 @@ def by_compaction(
             )
         )  # fmt: skip
     return found
+
+
+def map_findings(message: Mapping[str, Any], records: Sequence[EvidenceRecord]) -> list[MapFinding]:
+    """For one history message: each request whose next call used a string this message held
+    that the view no longer showed, and the map line that kept it findable."""
+    held = salient_strings(text_of(message))
+    return [f for r in records for f in r.found_in_map if forms(f.string) & held]

@@ -21,17 +21,33 @@ SHOWN_STRINGS = 3
 
 
 def evidence_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The Summary table's row: the share of what the next calls used that the views kept."""
+    """The Summary table's rows: of what the next calls used, the share the views showed
+    (*in context*) and the share they showed or their map of what was left out named
+    (*findable*)."""
     used, kept, share = (
         summary["evidence_used"],
         summary["evidence_kept"],
         summary["evidence_kept_share"],
     )
     if share is None:
-        value = "nothing the calls used came from earlier results or prompts"
-    else:
-        value = f"{share:.1%} ({kept:,} of {used:,} strings)"
-    return [("Evidence kept (of what the next calls used)", value)]
+        return [
+            (
+                "Evidence kept (of what the next calls used)",
+                "nothing the calls used came from earlier results or prompts",
+            )
+        ]
+    findable, findable_share = summary["evidence_findable"], summary["evidence_findable_share"]
+    return [
+        ("Evidence in context (of what the next calls used)", _share(share, kept, used)),
+        (
+            "Evidence findable (in context, or named by the map)",
+            _share(findable_share, findable, used),
+        ),
+    ]
+
+
+def _share(share: float, part: int, whole: int) -> str:
+    return f"{share:.1%} ({part:,} of {whole:,} strings)"
 
 
 def _named(strings: Sequence[str]) -> str:

@@ -217,7 +217,7 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         *(Column(SWEPT_KEYS[k][0].removeprefix("--").replace("-", "\n", 1)) for k in keys),
         Column("priced\ninput", drop=5), Column("at the\nmarkers", drop=4),
         Column("kept\nmean", drop=3), Column("kept\nmin", drop=2),
-        Column("evidence\nkept", drop=6), Column("compactions"),
+        Column("in\ncontext", drop=6), Column("find-\nable", drop=7), Column("compactions"),
         Column("prefix\nbreaks"), Column(f"peak of\n{share}"), Column("refused"),
         Column("budget", drop=1),
     ]  # fmt: skip
@@ -225,7 +225,7 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         [
             *(_value(r.setting[k]) for k in keys), f"{r.priced_input_tokens:,.0f}",
             f"{r.priced_at_markers:,.0f}", f"{r.kept_mean:.1%}", f"{r.kept_min:.1%}",
-            "—" if r.evidence_kept is None else f"{r.evidence_kept:.1%}",
+            _share(r.evidence_kept), _share(r.evidence_findable),
             f"{r.compactions:,}", f"{r.prefix_breaks:,}", f"{r.peak_share:.1%}",
             f"{r.refused_views:,}", f"{r.budget:,}",
         ]
@@ -234,14 +234,19 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
     caption = (
         "cheapest first. priced input: base-price tokens through a simulated 5-minute cache "
         "(requests a minute apart), every message cached / only at the provider's markers; "
-        "kept: share of the history's tokens a view sent; evidence kept: of the strings the "
+        "kept: share of the history's tokens a view sent; in context: of the strings the "
         "next calls used from earlier results and prompts, the share the views still showed; "
+        "findable: the share they showed or named in the notice's map of what was left out; "
         "prefix breaks: views whose prefix is "
         f"not the previous view's; peak: largest view plus overhead over the {share}; refused: "
         "views a provider would refuse"
     )
     title = f"Sweep: {len(rows)} setting(s), one replay each"
     console.print(fit_table(columns, table_rows, title=title, caption=caption))
+
+
+def _share(share: float | None) -> str:
+    return "—" if share is None else f"{share:.1%}"
 
 
 def _value(value: Any) -> str:

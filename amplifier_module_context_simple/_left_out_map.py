@@ -1,0 +1,272 @@
+"""The map of what a compacted view no longer shows: names without their bodies.
+
+When an escalation leaves messages out or shortens tool results, the model loses the paths,
+identifiers and ids those messages held, and with them the knowledge that the work was done.
+The map keeps the names (``_names``) and drops the bodies, as a repo map lists a codebase's
+symbols without their code: one line per call the lost content came from, newest first,
+
+    - read_file src/app.py: AppConfig load_config DEFAULT_PORT
+
+the tool and what it was called on, then the names its result held that the view no longer
+shows. A prompt or an answer that was left out gets a line of its own (``user:``,
+``assistant:``). A name the view still shows, or a newer line already lists, is not repeated.
+
+The map is a function of the history and the decisions an escalation made (and the bound it
+was made under), computed once at that escalation and kept in its statistics: requests between
+escalations send the same bytes, and a resumed manager that re-plans the escalation at the same
+point builds the same map. No model is called. It never exceeds its bound (a share of the
+budget, ``compaction_map_share``): lines are added newest first while they fit.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAP_HEADING", "MapLine", "build_map", "map_lines_of", "map_names"]
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._decisions import Decisions
+from ._forms import text_of
+from ._history import HistoryIndex
+from ._messages import calls_made
+from ._names import names_in
+
+MAP_HEADING = "No longer shown, newest first (a call or a message: the names it held):"
+"""The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
+
+_LINE = "- "
+_SOURCE_CHARS = 80
+"""A call's label keeps at most this many characters of what it was called on."""
+_NAMES_PER_LINE = 24
+"""A line lists at most this many names."""
+_SEPARATOR = " "
+"""Names are told apart by spaces (a comma would cost a token a name)."""
+_FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
+_WALK_SLACK = 4
+"""The walk stops once the lines it has gathered would take this many times the bound with
+their calls and first few names each: older lines could not fit anyway."""
+
+
+@dataclass(frozen=True, slots=True)
+class MapLine:
+    """One line of the map: where the content came from, and the names it held."""
+
+    origin: int
+    """The history position of the call (or message) the line is about: lines go newest
+    first."""
+    source: str
+    """The call as ``tool what-it-was-called-on``, or ``user`` / ``assistant``."""
+    names: tuple[str, ...]
+
+    def text(self, names: int) -> str:
+        """The line with its first ``names`` names (the telling ones come first)."""
+        listed = _SEPARATOR.join(self.names[:names])
+        return f"{_LINE}{self.source}: {listed}" if listed else f"{_LINE}{self.source}"
+
+
+def build_map(
+    index: HistoryIndex,
+    decisions: Decisions,
+    *,
+    shown_text: Iterable[str],
+    bound: int,
+    measure: Callable[[str], int],
+) -> tuple[str, ...]:
+    """The map's lines (the heading first; empty when nothing is left out or nothing fits).
+
+    ``shown_text``: the texts of the view's messages (names they show, a shortened result's
+    head included, are not repeated). ``bound``: the tokens the map may take, as ``measure``
+    counts a text.
+    """
+    if bound <= 0 or decisions.empty:
+        return ()
+    shown: set[str] = set()
+    for text in shown_text:
+        shown.update(names_in(text))
+    used = measure(MAP_HEADING)
+    lines = _gather(index, decisions, shown, bound * 4 * _WALK_SLACK)
+    # Every line's call first, newest first, while they fit; then names, a round at a time
+    # (each line's first, then each line's second, ...), so one long listing never pushes
+    # out an older line, and each line's most telling names come first.
+    taken: list[int] = []
+    for line in lines:
+        cost = measure(line.text(0))
+        if used + cost > bound:
+            break
+        taken.append(0)
+        used += cost
+    for round_ in range(_NAMES_PER_LINE):
+        grew = False
+        for i, line in enumerate(lines[: len(taken)]):
+            if taken[i] != round_ or round_ >= len(line.names):
+                continue
+            cost = measure(_SEPARATOR + line.names[round_])
+            if used + cost > bound:
+                continue
+            taken[i] += 1
+            used += cost
+            grew = True
+        if not grew:
+            break
+    if not taken:
+        return ()
+    return (MAP_HEADING, *(line.text(names) for line, names in zip(lines, taken, strict=False)))
+
+
+_Key = tuple[int, str]
+"""A line's key: the position of the call (or message) and the call's id (or the role)."""
+
+
+def _gather(
+    index: HistoryIndex, decisions: Decisions, shown: set[str], chars: int
+) -> list[MapLine]:
+    """Lines for what ``decisions`` leave out or shorten, newest first, until ``chars``."""
+    facts = index.facts
+    owner_of = index.pairing.owner_of
+    listed = set(shown)
+    names_of: dict[_Key, list[str]] = {}
+    source_of: dict[_Key, str] = {}
+    gathered = 0
+    for position in range(len(facts) - 1, -1, -1):
+        removed = position in decisions.removed
+        if not (removed or position in decisions.truncated or position in decisions.stubbed):
+            continue
+        fact = facts[position]
+        if not fact.in_body:
+            continue
+        message = fact.sent
+        names = list(names_in(text_of(message)))
+        if fact.tool_result:
+            owner = owner_of.get(position)
+            key, source = _result_line(
+                position, owner, None if owner is None else facts[owner].sent, fact.results
+            )
+        elif fact.calls and removed:
+            # A call message: a line per call, its arguments' names on it; what the message
+            # says beside its calls goes on the first call's line.
+            key, source = (position, fact.role), "assistant"
+            for call_id, tool, arguments in reversed(calls_made(message)):
+                key, source = (position, call_id), _call_label(tool, arguments)
+                _add(names_of, source_of, key, source, _fresh(_argument_names(arguments), listed))
+        else:
+            key, source = (position, fact.role), fact.role
+        fresh = _fresh(names, listed)
+        _add(names_of, source_of, key, source, fresh)
+        # A line's call and its first few names are what the map can surely afford of it.
+        gathered += len(source) + sum(len(n) + 2 for n in sorted(fresh, key=_telling)[:3])
+        if gathered > chars:
+            break
+    lines: list[MapLine] = []
+    for key in sorted(names_of, reverse=True):
+        source = source_of[key]
+        # What the label already says is not listed again.
+        said = names_in(source)
+        names = [n for n in sorted(names_of[key], key=_telling) if n not in said]
+        lines.append(MapLine(key[0], source, tuple(names)))
+    return lines
+
+
+def _telling(name: str) -> int:
+    """Paths first, then file names, then the other identifiers: what an agent passes to its
+    next call is most often a path (a stable sort keeps each kind in reading order)."""
+    if "/" in name:
+        return 0
+    return 1 if _FILE_NAME.search(name) else 2
+
+
+def _fresh(names: Iterable[str], listed: set[str]) -> list[str]:
+    """Of ``names``, those neither shown nor listed yet (now listed)."""
+    fresh = [n for n in dict.fromkeys(names) if n not in listed]
+    listed.update(fresh)
+    return fresh
+
+
+def _add(
+    names_of: dict[_Key, list[str]],
+    source_of: dict[_Key, str],
+    key: _Key,
+    source: str,
+    names: list[str],
+) -> None:
+    source_of.setdefault(key, source)
+    names_of.setdefault(key, []).extend(names)
+
+
+def _result_line(
+    position: int,
+    owner: int | None,
+    call_message: Mapping[str, Any] | None,
+    answers: Sequence[str],
+) -> tuple[_Key, str]:
+    """A result's line: keyed by the call that produced it, labelled with its tool and what
+    it was called on (the same line as the call's own, when the call is left out too)."""
+    if owner is None or call_message is None:
+        return (position, "result"), "tool result"
+    calls = calls_made(call_message)
+    for call_id, tool, arguments in calls:
+        if call_id in answers:
+            return (owner, call_id), _call_label(tool, arguments)
+    if calls:
+        return (owner, calls[0][0]), _call_label(calls[0][1], calls[0][2])
+    return (owner, "result"), "tool result"
+
+
+def _call_label(tool: str, arguments: object) -> str:
+    """``tool what-it-was-called-on``: the call's first argument text, on one line."""
+    about = _first_text(arguments)
+    if about is None:
+        return tool
+    line = " ".join(about.split())
+    if len(line) > _SOURCE_CHARS:
+        line = line[: _SOURCE_CHARS - 1] + "…"
+    return f"{tool} {line}"
+
+
+def _first_text(arguments: object) -> str | None:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments or None
+    if isinstance(arguments, Mapping):
+        for value in arguments.values():  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
+def _argument_names(arguments: object) -> list[str]:
+    """The names in every text of a call's arguments (nested values included)."""
+    found: list[str] = []
+    stack: list[object] = [arguments]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            found.extend(names_in(value))
+        elif isinstance(value, Mapping):
+            stack.extend(reversed(list(value.values())))  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(value, list):
+            stack.extend(reversed(value))  # pyright: ignore[reportUnknownArgumentType]
+    return found
+
+
+def map_lines_of(text: str) -> list[str]:
+    """The map lines a notice's text holds (none when it has no map)."""
+    _, found, rest = text.partition(MAP_HEADING)
+    if not found:
+        return []
+    lines: list[str] = []
+    for line in rest.split("\n"):
+        if line.startswith(_LINE):
+            lines.append(line)
+        elif line.strip():
+            break
+    return lines
+
+
+def map_names(line: str) -> dict[str, None]:
+    """The names a map line shows (its call's and those it lists)."""
+    return names_in(line)
