@@ -24,7 +24,7 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions
 from ._history import HistoryIndex
 from ._ladder import Step
-from ._left_out_map import build_map
+from ._left_out_map import NamesOf, PassedNames, build_map
 from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
@@ -35,7 +35,6 @@ from ._render import (
     notice_figures,
     notice_message,
     render_range,
-    text_of,
 )
 from ._timing import Timing, thinking_after
 
@@ -54,23 +53,21 @@ class Composer:
         self._forms = forms
         """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
+        self._names = NamesOf(index)
+        self._passed = PassedNames(index)
+        """The names the history's calls passed: a map lists them first."""
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
         self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
         # The in-place notice's slot, while the decisions and the history stay the same.
         self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
 
-    def notice_cost(self, effective: int) -> int:
-        """Tokens the longest notice this history could get takes under an ``effective``
-        budget, its map's bound included (0 with notices off)."""
+    def notice_cost(self) -> int:
+        """Tokens the longest notice this history could get takes, its map aside (0 with
+        notices off): the map has a bound of its own (``ContextConfig.map_bound``)."""
         config = self.config
         if not config.compaction_notice_enabled:
             return 0
-        return self._longest_notice() + config.map_bound(effective)
-
-    def _longest_notice(self) -> int:
-        """Tokens the longest notice this history could get takes, without a map."""
-        config = self.config
         size = len(self.index.facts)
         key = (len(str(size + 1000)), config.compaction_notice_verbosity, self.index.family)
         if self._notice_cost_cache[0] != key:
@@ -93,8 +90,14 @@ class Composer:
         target: int,
         measured: tuple[int | None, int | None] = (None, None),
         timing: Timing | None = None,
+        room: int | None = None,
     ) -> CompactionStats:
-        """The figures of one escalation (with the notice compose adds); ``after``: the body."""
+        """The figures of one escalation (with the notice compose adds); ``after``: the body.
+
+        ``room``: what the view, notice included, may take in the units views are sized in
+        (the planner's; by default the budget). The notice's map takes at most its share of
+        it, and only what the view leaves free: it never makes the view smaller.
+        """
         config = self.config
         decisions = step.decisions
         # The escalation knows where it touched the decisions it started from: only those
@@ -123,33 +126,45 @@ class Composer:
         )
         if not self._shows_notice(scope, step.decisions):
             return stats
-        bound = config.map_bound(scope.budget.effective_budget)
-        if bound > 0:
-            stats = stats.with_map(self._left_out_map(stats, decisions, after, bound))
-        # The notice states the view's count with itself in it (``with_notice``).
-        figures = notice_figures(stats, step.decisions, notice_counted=True)
+        if room is None:
+            room = scope.budget.effective_budget
+        view_tokens = scope.system_tokens + after.tokens
+        if config.map_bound(room) > 0:
+            stats = stats.with_map(self._left_out_map(stats, decisions, after, room, view_tokens))
+        figures = notice_figures(stats, step.decisions)
         return stats.with_notice(self._notice(figures)[1])
 
     def _left_out_map(
-        self, stats: CompactionStats, decisions: Decisions, body: RenderResult, bound: int
+        self,
+        stats: CompactionStats,
+        decisions: Decisions,
+        body: RenderResult,
+        room: int,
+        view_tokens: int,
     ) -> tuple[str, ...]:
-        """The map of what ``decisions`` leave out, within ``bound`` tokens of the notice.
+        """The map of what ``decisions`` leave out: at most its share of ``room``, and no more
+        than the view (``view_tokens`` without its notice) and the notice leave of it.
 
         The lines are measured one by one; the notice as a whole is then held to the bound
         (an estimate is not quite additive), dropping the oldest lines while it is over.
         """
         index = self.index
+        figures = notice_figures(stats, decisions)
+        verbosity = self.config.compaction_notice_verbosity
+        plain = index.estimate(notice_message(figures, verbosity))
+        bound = min(self.config.map_bound(room), room - view_tokens - plain)
+        if bound <= 0:
+            return ()
         empty = index.estimate({"role": "user", "content": ""})
         lines = build_map(
             index,
             decisions,
-            shown_text=(text_of(m) for m in body.messages if m.get("role") in _SHOWN_ROLES),
+            shown=(m for m in body.messages if m.get("role") in _SHOWN_ROLES),
+            names_of=self._names,
             bound=bound,
             measure=lambda text: index.estimate({"role": "user", "content": text}) - empty,
+            passed=self._passed.current(),
         )
-        figures = notice_figures(stats, decisions, notice_counted=True)
-        verbosity = self.config.compaction_notice_verbosity
-        plain = index.estimate(notice_message(figures, verbosity))
         while lines:
             mapped = replace(figures, left_out_map=lines)
             if index.estimate(notice_message(mapped, verbosity)) - plain <= bound:

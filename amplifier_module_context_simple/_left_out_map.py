@@ -20,21 +20,30 @@ budget, ``compaction_map_share``): lines are added newest first while they fit.
 
 from __future__ import annotations
 
-__all__ = ["MAP_HEADING", "MapLine", "build_map", "map_lines_of", "map_names"]
+__all__ = [
+    "MAP_HEADING",
+    "MapLine",
+    "NamesOf",
+    "PassedNames",
+    "build_map",
+    "map_lines_of",
+    "map_names",
+]
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
+from ._calls import calls_made
 from ._decisions import Decisions
 from ._forms import text_of
 from ._history import HistoryIndex
-from ._messages import calls_made
+from ._messages import STUBBED_KEY, TRUNCATED_KEY
 from ._names import names_in
 
-MAP_HEADING = "No longer shown, newest first (a call or a message: the names it held):"
+MAP_HEADING = "Left out, newest first (a call or a message: the names it held):"
 """The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
 
 _LINE = "- "
@@ -67,27 +76,56 @@ class MapLine:
         return f"{_LINE}{self.source}: {listed}" if listed else f"{_LINE}{self.source}"
 
 
+class NamesOf:
+    """The names of a message's text, read once per history message.
+
+    Keyed by the message's identity (the object kept beside it, so a reused id is never
+    mistaken): a view sends most history messages as their very objects, and an escalation
+    reads the names of the view and of what it leaves out. A shortened form is a new object
+    each render and is read, not kept.
+    """
+
+    def __init__(self, index: HistoryIndex) -> None:
+        self.index = index
+        self._generation = index.generation
+        self._known: dict[int, tuple[Mapping[str, Any], dict[str, None]]] = {}
+
+    def __call__(self, message: Mapping[str, Any]) -> dict[str, None]:
+        if self.index.generation != self._generation:
+            self._generation, self._known = self.index.generation, {}
+        known = self._known.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        names = names_in(text_of(message))
+        if not (message.get(TRUNCATED_KEY) or message.get(STUBBED_KEY)):
+            self._known[id(message)] = (message, names)
+        return names
+
+
 def build_map(
     index: HistoryIndex,
     decisions: Decisions,
     *,
-    shown_text: Iterable[str],
+    shown: Iterable[Mapping[str, Any]],
+    names_of: Callable[[Mapping[str, Any]], Mapping[str, None]],
     bound: int,
     measure: Callable[[str], int],
+    passed: Set[str] = frozenset(),
 ) -> tuple[str, ...]:
     """The map's lines (the heading first; empty when nothing is left out or nothing fits).
 
-    ``shown_text``: the texts of the view's messages (names they show, a shortened result's
-    head included, are not repeated). ``bound``: the tokens the map may take, as ``measure``
-    counts a text.
+    ``shown``: the view's tool results and prompts (names they show, a shortened result's head
+    included, are not repeated). ``names_of``: a message's names (``NamesOf``). ``bound``: the
+    tokens the map may take, as ``measure`` counts a text. ``passed``: the names the history's
+    calls passed, listed first.
     """
     if bound <= 0 or decisions.empty:
         return ()
-    shown: set[str] = set()
-    for text in shown_text:
-        shown.update(names_in(text))
+    in_view: set[str] = set()
+    for message in shown:
+        in_view.update(names_of(message))
     used = measure(MAP_HEADING)
-    lines = _gather(index, decisions, shown, bound * 4 * _WALK_SLACK)
+    lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, passed, names_of)
     # Every line's call first, newest first, while they fit; then names, a round at a time
     # (each line's first, then each line's second, ...), so one long listing never pushes
     # out an older line, and each line's most telling names come first.
@@ -121,11 +159,22 @@ _Key = tuple[int, str]
 
 
 def _gather(
-    index: HistoryIndex, decisions: Decisions, shown: set[str], chars: int
+    index: HistoryIndex,
+    decisions: Decisions,
+    shown: set[str],
+    chars: int,
+    passed: Set[str],
+    read_names: Callable[[Mapping[str, Any]], Mapping[str, None]],
 ) -> list[MapLine]:
     """Lines for what ``decisions`` leave out or shorten, newest first, until ``chars``."""
     facts = index.facts
     owner_of = index.pairing.owner_of
+
+    def rank(name: str) -> tuple[bool, int]:
+        # A name some call of the history passed first: an agent passes again what it or
+        # a tool named before.
+        return name not in passed, _telling(name)
+
     listed = set(shown)
     names_of: dict[_Key, list[str]] = {}
     source_of: dict[_Key, str] = {}
@@ -138,7 +187,7 @@ def _gather(
         if not fact.in_body:
             continue
         message = fact.sent
-        names = list(names_in(text_of(message)))
+        names = list(read_names(message))
         if fact.tool_result:
             owner = owner_of.get(position)
             key, source = _result_line(
@@ -156,7 +205,7 @@ def _gather(
         fresh = _fresh(names, listed)
         _add(names_of, source_of, key, source, fresh)
         # A line's call and its first few names are what the map can surely afford of it.
-        gathered += len(source) + sum(len(n) + 2 for n in sorted(fresh, key=_telling)[:3])
+        gathered += len(source) + sum(len(n) + 2 for n in sorted(fresh, key=rank)[:3])
         if gathered > chars:
             break
     lines: list[MapLine] = []
@@ -164,8 +213,10 @@ def _gather(
         source = source_of[key]
         # What the label already says is not listed again.
         said = names_in(source)
-        names = [n for n in sorted(names_of[key], key=_telling) if n not in said]
-        lines.append(MapLine(key[0], source, tuple(names)))
+        names = [n for n in sorted(names_of[key], key=rank) if n not in said]
+        if names or " " in source:
+            # A bare tool or role with no names would tell the model nothing.
+            lines.append(MapLine(key[0], source, tuple(names)))
     return lines
 
 
@@ -175,6 +226,29 @@ def _telling(name: str) -> int:
     if "/" in name:
         return 0
     return 1 if _FILE_NAME.search(name) else 2
+
+
+class PassedNames:
+    """The names the calls of a history passed in their arguments, kept up with it."""
+
+    def __init__(self, index: HistoryIndex) -> None:
+        self.index = index
+        self.names: set[str] = set()
+        self._seen = 0
+        self._generation = index.generation
+
+    def current(self) -> Set[str]:
+        """The names, the messages indexed since the last call read too."""
+        index = self.index
+        if index.generation != self._generation:
+            self.names, self._seen, self._generation = set(), 0, index.generation
+        facts = index.facts
+        for fact in facts[self._seen :]:
+            if fact.calls:
+                for _, _, arguments in calls_made(fact.sent):
+                    self.names.update(_argument_names(arguments))
+        self._seen = len(facts)
+        return self.names
 
 
 def _fresh(names: Iterable[str], listed: set[str]) -> list[str]:

@@ -45,7 +45,6 @@ __all__ = [
     "block_dict",
     "blocks",
     "call_ids",
-    "calls_made",
     "carries_loaded_tools",
     "describe",
     "has_image",
@@ -245,35 +244,6 @@ def call_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
         if block.get("type") in CALL_BLOCK_TYPES:
             found.append(block.get("id"))
     return _unique(found)
-
-
-def calls_made(message: Mapping[str, Any]) -> list[tuple[str, str, object]]:
-    """(call id, tool name, arguments as stored) for every call the message makes, each once.
-
-    Amplifier stores a call twice, as a ``tool_calls`` entry and as a ``tool_call`` content
-    block with the same id; a block whose id a ``tool_calls`` entry already has is that call.
-    Both call shapes are read (``tool``/``name`` and ``arguments``, or OpenAI's ``function``).
-    """
-    found: list[tuple[str, str, object]] = []
-    calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        if isinstance(call, Mapping):
-            function = call.get("function")
-            name = call.get("tool") or call.get("name")
-            arguments = call.get("arguments")
-            if isinstance(function, Mapping):
-                name = name or function.get("name")
-                arguments = arguments or function.get("arguments")
-            call_id = str(call.get("id") or call.get("tool_call_id") or "")
-            found.append((call_id, str(name), arguments))
-    listed = {call_id for call_id, _, _ in found if call_id}
-    for block in blocks(message):
-        if block.get("type") in CALL_BLOCK_TYPES:
-            call_id = str(block.get("id") or "")
-            if not call_id or call_id not in listed:
-                arguments = block.get("input", block.get("arguments"))
-                found.append((call_id, str(block.get("name")), arguments))
-    return found
 
 
 def result_ids(message: Mapping[str, Any]) -> tuple[str, ...]:

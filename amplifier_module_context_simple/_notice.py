@@ -26,22 +26,14 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
     return notice_message(notice_figures(stats, decisions), verbosity)
 
 
-def notice_figures(
-    stats: CompactionStats, decisions: Decisions, *, notice_counted: bool = False
-) -> NoticeFigures:
-    """What the notice for ``decisions`` states (equal figures: the same notice).
-
-    ``notice_counted``: ``stats`` do not count the notice yet, and the figures add it (as
-    ``CompactionStats.with_notice`` would).
-    """
+def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
+    """What the notice for ``decisions`` states (equal figures: the same notice)."""
     return NoticeFigures(
         level=decisions.level,
         history_messages=stats.history_messages,
         removed=len(decisions.removed),
         truncated=len(decisions.truncated),
         stubbed=len(decisions.stubbed),
-        before_messages=stats.before_messages,
-        after_messages=stats.after_messages + (1 if notice_counted else 0),
         relaxed=decisions.protection_relaxed,
         left_out_map=stats.left_out_map,
     )
@@ -56,61 +48,51 @@ class NoticeFigures:
     removed: int
     truncated: int
     stubbed: int
-    before_messages: int
-    after_messages: int
     relaxed: bool
     left_out_map: tuple[str, ...] = ()
     """The map's lines (``_left_out_map``): its cost is bounded apart (``map_bound``)."""
 
     @classmethod
     def largest(cls, history_messages: int) -> NoticeFigures:
-        """Figures at least as long as any notice for a history this size can state: every
-        count stated, and the view made smaller (so the clause that says so is stated too)."""
+        """Figures at least as long as any notice for a history this size can state (every
+        count stated), without a map."""
         wide = 10 ** len(str(history_messages + 1000)) - 1
-        return cls(wide, wide, wide, wide, wide, wide, wide - 1, relaxed=True)
+        return cls(wide, wide, wide, wide, wide, relaxed=True)
 
 
 def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     summary = f"Earlier conversation was compacted (level {figures.level})"
-    # Only what happened is stated: "0 are no longer shown" tells the model nothing.
+    # Only what happened is stated: "0 are left out" tells the model nothing.
     done = [
         f"{count} {what}"
         for count, what in (
-            (figures.removed, "are no longer shown"),
-            (figures.truncated, "tool results are shortened"),
-            (figures.stubbed, "long messages are reduced to a stub"),
+            (figures.removed, "are left out"),
+            (figures.truncated, "tool results shortened"),
+            (figures.stubbed, "long messages reduced to a stub"),
         )
         if count
     ]
     if done:
         listed = done[0] if len(done) == 1 else ", ".join(done[:-1]) + " and " + done[-1]
-        summary += f". Of the first {figures.history_messages} messages, {listed}"
-    # The view's count includes this notice: stated only when the compaction took messages out.
-    if figures.after_messages < figures.before_messages:
-        summary += (
-            f"; the latest compaction took the view from {figures.before_messages} to "
-            f"{figures.after_messages} messages, this notice included"
-        )
-    summary += "."
-    redo = (
-        "Work the first message asked for may already be done: check the recent messages "
-        "before repeating a step, and do not redo state-changing actions."
-    )
-    lines = [summary, redo]
+        summary += f": of the first {figures.history_messages} messages, {listed}"
+    lines = [
+        summary + ".",
+        "Work asked for earlier may already be done: check the recent messages before "
+        "repeating a step, and do not redo state-changing actions.",
+    ]
     if figures.relaxed:
         lines.append(
-            "The window is small, so recent tool results were shortened or left out too: read "
-            "what you need again with narrower parameters (a line range, a filter), never by "
-            "re-running a tool that changes state."
+            "The window is small: recent tool results were shortened or left out too; read "
+            "them again with narrower parameters, never by re-running a tool that changes state."
         )
     if verbosity != "minimal":
         kept = (
-            "system instructions and the first and the latest user request"
+            "system instructions, the first and the latest user request"
             if figures.relaxed
-            else "system instructions, the first and the latest user request, the most "
-            "recent messages and the latest tool results"
+            else "system instructions, the first and the latest user request, the recent "
+            "messages and tool results"
         )
-        lines.append(f"Kept whole: {kept}. A shortened tool result says so at its start.")
+        lines.append(f"Kept whole: {kept}; a shortened result says so at its start.")
     if verbosity == "verbose":
         lines.append(
             "Removed turns are not visible to you any more; if a decision made in them "

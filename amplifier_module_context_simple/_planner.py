@@ -162,9 +162,7 @@ class Planner:
         index = self.index
         open_tail = open_tail_call(index)
         notice_cost = (
-            self.composer.notice_cost(budget.effective_budget)
-            if open_tail is None or self.composer.in_place
-            else 0
+            self.composer.notice_cost() if open_tail is None or self.composer.in_place else 0
         )
         positions = index.system_positions
         # The generation changes whenever an indexed message does (a rewrite, another
@@ -362,6 +360,7 @@ class Planner:
                 target=real_target,
                 measured=_measured_figures(meter_stats),
                 timing=timing,
+                room=limit + scope.notice_cost,
             )
             view, view_tokens, body = self.compose(scope, decisions, stats, body)
         return request_plan(

@@ -122,7 +122,8 @@ async def test_the_map_stays_within_its_share_of_the_budget(share: float) -> Non
 
 
 def test_a_bad_map_share_is_refused_naming_the_key() -> None:
-    for value in (-0.1, 1.5, "0.05", True):
+    values: list[Any] = [-0.1, 1.5, "0.05", True]
+    for value in values:
         with pytest.raises(ValueError, match="compaction_map_share"):
             SimpleContextManager(compaction_map_share=value)
 

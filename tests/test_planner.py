@@ -162,7 +162,7 @@ async def test_a_reused_scope_follows_the_notice_cost_as_the_history_grows() -> 
     before = planner.scope(messages, budget, None).notice_cost
     messages = messages + [{"role": "user", "content": "go"}] * 20
     after = planner.scope(messages, budget, None)
-    assert after.notice_cost == planner.composer.notice_cost(budget.effective_budget) > before
+    assert after.notice_cost == planner.composer.notice_cost() > before
 
 
 async def test_a_system_prompt_rewritten_in_place_is_sent_at_once() -> None:

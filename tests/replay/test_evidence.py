@@ -82,12 +82,20 @@ def test_a_shortened_result_loses_what_the_agent_then_used(tmp_path: Path) -> No
     assert (2, 2, "shortened") in [(d["position"], d["request"], d["change"]) for d in
                                    document["drops"]]  # fmt: skip
     assert document["compactions"][0]["request"] == 2
+    # Not in context any more, but the notice's map names it under the read that held it.
+    line = "- read notes/plan.md: " + SECRET
     assert document["evidence"][3] == {
         "request": 4, "used": 1, "kept": 0, "lost": [SECRET], "left_at": [2],
+        "found_in_map": [{"request": 4, "string": SECRET, "line": line}],
     }  # fmt: skip
     summary = document["summary"]
     assert (summary["evidence_used"], summary["evidence_kept"]) == (2, 1)
     assert summary["evidence_kept_share"] == 0.5
+    assert (summary["evidence_findable"], summary["evidence_findable_share"]) == (2, 1.0)
+    # Without a map, what is lost is lost.
+    bare = run_json("replay", path, "--context-window", "12000", "--map-share", "0")
+    assert bare["evidence"][3]["found_in_map"] == []
+    assert bare["summary"]["evidence_findable_share"] == 0.5
     # The compaction that shortened it is the one named, not the latest before request 4.
     first = document["evidence_by_compaction"][0]
     assert (first["compaction"], first["request"], first["lost_uses"]) == (1, 2, 1)
@@ -99,7 +107,8 @@ def test_a_shortened_result_loses_what_the_agent_then_used(tmp_path: Path) -> No
         .stdout.replace("│", " ")
         .split()
     )
-    assert "Evidence kept (of what the next calls used) 50.0% (1 of 2 strings)" in words
+    assert "Evidence in context (of what calls used) 50.0% (1 of 2 strings)" in words
+    assert "Evidence findable (in view or its map) 100.0% (2 of 2 strings)" in words
     assert f"compaction 1 (request 2) left out what request 4 then used: `{SECRET}`" in words
 
 
@@ -110,9 +119,15 @@ def test_sweep_compares_the_evidence_each_setting_kept(tmp_path: Path) -> None:
         6000: 0.5,
         150000: 1.0,
     }
+    # What the smaller budget lost, its map still names: both rows find all of it.
+    assert {r["setting"]["max_tokens"]: r["evidence_findable"] for r in rows} == {
+        6000: 1.0,
+        150000: 1.0,
+    }
     table = CliRunner().invoke(app, ["sweep", path, "--max-tokens", "6000,150000"],
                                env={"COLUMNS": "200"}).stdout  # fmt: skip
-    assert "evidence" in table and "50.0%" in table and "100.0%" in table
+    assert "in" in table and "context" in table and "find-" in table
+    assert "50.0%" in table and "100.0%" in table
 
 
 def test_the_notice_and_assistant_messages_are_no_evidence() -> None:

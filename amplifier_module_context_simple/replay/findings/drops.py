@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ... import estimate_message_tokens
+from ..._calls import calls_made
 from ..._invariants import shared_start
 from ..._messages import (
     REPAIRED_KEY,
     STUBBED_KEY,
     TRUNCATED_KEY,
     call_ids,
-    calls_made,
     metadata,
     result_ids,
 )

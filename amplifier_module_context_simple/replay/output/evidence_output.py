@@ -38,9 +38,9 @@ def evidence_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     findable, findable_share = summary["evidence_findable"], summary["evidence_findable_share"]
     return [
-        ("Evidence in context (of what the next calls used)", _share(share, kept, used)),
+        ("Evidence in context (of what calls used)", _share(share, kept, used)),
         (
-            "Evidence findable (in context, or named by the map)",
+            "Evidence findable (in view or its map)",
             _share(findable_share, findable, used),
         ),
     ]
