@@ -84,8 +84,9 @@ class Planner:
 
     @property
     def rendered_messages(self) -> int:
-        """How many history messages the planner has rendered so far (the cache's cost)."""
-        return self._prefix.rendered
+        """How many history messages the planner has rendered so far (the caches' cost: the
+        views' and the notice's place)."""
+        return self._prefix.rendered + self.composer.rendered
 
     def reset(self) -> None:
         """A new history: drop the rendered prefix and the last scope."""
