@@ -84,8 +84,7 @@ class Planner:
 
     @property
     def rendered_messages(self) -> int:
-        """How many history messages the planner has rendered so far (the caches' cost: the
-        views' and the notice's place)."""
+        """History messages the planner has rendered so far (for views and the notice's place)."""
         return self._prefix.rendered + self.composer.rendered
 
     def reset(self) -> None:
