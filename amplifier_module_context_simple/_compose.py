@@ -2,13 +2,15 @@
 the view that states them, composed with the compaction notice.
 
 **statistics** - the figures of an escalation (before, after, target, what was relaxed), the
-notice's own tokens included. **compose** - systems, body and notice: at the end, or in place
-at the slot before the first position the latest escalation reduced.
+notice's own tokens included, and the history position the in-place notice stands before
+(``CompactionStats.notice_at``): decided here, once, from the history as it is at the
+escalation, so the notice does not move when the active turn or the open tail moves on.
+**compose** - systems, body and notice: at the end, or in place before that position.
 
 The composer owns the notice's caches: the longest notice's cost, the notice itself while it
 reads the same (consecutive views then share it by identity, and it is estimated once) and the
-in-place slot while the decisions and the history stay the same. It never reads or writes
-session state.
+body before the in-place notice while the decisions and the history stay the same. It never
+reads or writes session state.
 """
 
 from __future__ import annotations
@@ -59,8 +61,14 @@ class Composer:
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
         self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
-        # The in-place notice's slot, while the decisions and the history stay the same.
-        self._slot: tuple[Decisions, CompactionStats, tuple[int, int | None], int] | None = None
+        # The body before the in-place notice (its length and last message), while the
+        # decisions and the history stay the same.
+        self._slot: (
+            tuple[Decisions, tuple[int, int | None, int], tuple[int, Mapping[str, Any] | None]]
+            | None
+        ) = None
+        self.rendered = 0
+        """History messages rendered to place the notice, over every request."""
 
     def notice_cost(self) -> int:
         """Tokens the longest notice this history could get takes, its map aside (0 with
@@ -131,6 +139,9 @@ class Composer:
         view_tokens = scope.system_tokens + after.tokens
         if config.map_bound(room) > 0:
             stats = stats.with_map(self._left_out_map(stats, decisions, after, room, view_tokens))
+        if self.in_place:
+            shown = decisions.without(scope.retained) if scope.retained else decisions
+            stats = replace(stats, notice_at=self._notice_position(scope, shown, stats))
         figures = notice_figures(stats, step.decisions)
         return stats.with_notice(self._notice(figures)[1])
 
@@ -205,48 +216,64 @@ class Composer:
         return self.config.compaction_notice_placement == "in_place"
 
     def _notice_slot(self, scope: Scope, decisions: Decisions, stats: CompactionStats) -> int:
-        """Where the in-place notice goes in the body: before the first message rendered
-        from the first position the latest escalation reduced (``notice_boundary``).
+        """Where the in-place notice goes in the body: before the first message rendered from
+        the position the latest escalation decided (``notice_at``; ``_notice_position``).
 
-        Everything before that point is rendered exactly as the history has it, so the slot
-        and the notice stay put until the next escalation: consecutive requests then start
-        with the previous one whole. The slot is a boundary between whole tool rounds, so the
-        notice never separates a call from its results.
+        Everything before that point is rendered exactly as the history has it, and the
+        position was fixed when the escalation was made, so the slot and the notice stay put
+        until the next escalation: consecutive requests then start with the previous one whole.
         """
         shown = decisions.without(scope.retained) if scope.retained else decisions
-        index = self.index
-        key = (index.generation, scope.open_tail)
-        cached = self._slot
-        if cached is not None and cached[0] is shown and cached[1] is stats and cached[2] == key:
-            return cached[3]
-        boundary = notice_boundary(shown, stats, len(index.facts))
+        position = stats.notice_at
+        if position is None:
+            position = self._notice_position(scope, shown, stats)
         if scope.open_tail is not None:
             # The call still being executed stays last: the notice never follows it.
+            position = min(position, scope.open_tail)
+        return self._before(scope, shown, position)[0]
+
+    def _notice_position(self, scope: Scope, shown: Decisions, stats: CompactionStats) -> int:
+        """The history position the in-place notice stands before, decided from the history
+        as it is now: the first position the latest escalation reduced (``notice_boundary``),
+        a boundary between whole tool rounds, so the notice never separates a call from its
+        results. It is decided once, at the escalation (``statistics``): what it reads, the
+        open tail and the active turn, move on with the history, and the notice must not."""
+        boundary = notice_boundary(shown, stats, len(self.index.facts))
+        if scope.open_tail is not None:
             boundary = min(boundary, scope.open_tail)
-        before = self._rendered_before(scope, shown, boundary)
         opening = self._active_turn_start()
-        if boundary > opening and before and _is_answer(before[-1]):
+        if boundary > opening and _is_answer(self._before(scope, shown, boundary)[1]):
             # Right after an answer the notice would be a user turn of its own inside the
             # active turn: the provider would read the active turn as starting after it (and,
             # with thinking on, refuse the answer after it). It joins the user turn that opens
             # the active turn instead.
-            before = self._rendered_before(scope, shown, opening)
-        slot = len(before)
-        self._slot = (shown, stats, key, slot)
-        return slot
+            return opening
+        return boundary
 
-    def _rendered_before(
-        self, scope: Scope, shown: Decisions, boundary: int
-    ) -> list[Mapping[str, Any]]:
-        return render_range(
-            self.index,
+    def _before(
+        self, scope: Scope, shown: Decisions, stop: int
+    ) -> tuple[int, Mapping[str, Any] | None]:
+        """How many messages the body renders from the positions before ``stop``, and the
+        last of them (kept while the decisions and the history stay the same: a request
+        between escalations renders nothing for its notice)."""
+        index = self.index
+        key = (stop, scope.open_tail, index.generation)
+        cached = self._slot
+        if cached is not None and cached[0] is shown and cached[1] == key:
+            return cached[2]
+        before = render_range(
+            index,
             shown,
             0,
-            boundary,
+            stop,
             open_tail=scope.open_tail,
             keep_chars=self.config.truncate_chars,
             forms=self._forms,
-        ).messages
+        )
+        self.rendered += before.rendered
+        found = (len(before.messages), before.messages[-1] if before.messages else None)
+        self._slot = (shown, key, found)
+        return found
 
     def _active_turn_start(self) -> int:
         """The first position of the user turn that opens the active turn (0: the active turn
@@ -270,6 +297,6 @@ class Composer:
         return cached[1], cached[2]
 
 
-def _is_answer(message: Mapping[str, Any]) -> bool:
+def _is_answer(message: Mapping[str, Any] | None) -> bool:
     """An assistant message that makes no call: a user message after it starts a turn."""
-    return message.get("role") == "assistant" and not call_ids(message)
+    return message is not None and message.get("role") == "assistant" and not call_ids(message)

@@ -185,6 +185,10 @@ class CompactionStats:
     left_out_map: tuple[str, ...] = ()
     """The notice's map of what the view no longer shows (``_left_out_map``), made at this
     escalation and kept until the next: its lines, the heading first (not in the payload)."""
+    notice_at: int | None = None
+    """The history position the in-place notice stands before, decided at this escalation
+    from the history as it was then (``_compose``; not in the payload). ``None``: decided
+    per request (a history rewritten since, ``rewritten``)."""
 
     @classmethod
     def of_escalation(
@@ -251,6 +255,11 @@ class CompactionStats:
             after_messages=self.after_messages + 1,
             notice_tokens=tokens,
         )
+
+    def rewritten(self) -> CompactionStats:
+        """These figures over a history rewritten in the middle: where the notice stands is
+        decided per request again (the rewrite may have moved the turns it was decided by)."""
+        return self if self.notice_at is None else replace(self, notice_at=None)
 
     def payload(self) -> dict[str, Any]:
         return {

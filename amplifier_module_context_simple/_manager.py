@@ -157,6 +157,8 @@ class SimpleContextManager:
         state.decisions = after_rewrite(
             self._index, state.decisions, position, self.config.truncate_chars
         )
+        if state.stats is not None:
+            state.stats = state.stats.rewritten()
 
     def _reset_derived(self) -> None:
         self._index.reset()

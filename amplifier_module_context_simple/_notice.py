@@ -82,8 +82,8 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     ]
     if figures.relaxed:
         lines.append(
-            "The window is small: recent tool results were shortened or left out too; read "
-            "them again with narrower parameters, never by re-running a tool that changes state."
+            "The window is small: recent tool results were shortened or left out too. Read "
+            "them again with narrower parameters; never re-run a tool that changes state."
         )
     if verbosity != "minimal":
         kept = (

@@ -49,12 +49,7 @@ from ._ladder import LadderPolicy, Step, plan_escalation
 from ._meter import IDENTITY, SizeModel, TokenMeter
 from ._meter_stats import MeterStats, choose_usage
 from ._plan import RequestPlan, Scope, request_plan
-from ._render import (
-    RenderResult,
-    ShortForms,
-    open_tail_call,
-    system_part,
-)
+from ._render import RenderResult, ShortForms, open_tail_call, system_part
 from ._room import disproved
 from ._system_prompt import SystemPrompt
 from ._timing import Timing, escalation_timing, moment_of
@@ -84,8 +79,8 @@ class Planner:
 
     @property
     def rendered_messages(self) -> int:
-        """How many history messages the planner has rendered so far (the cache's cost)."""
-        return self._prefix.rendered
+        """History messages the planner has rendered so far (for views and the notice's place)."""
+        return self._prefix.rendered + self.composer.rendered
 
     def reset(self) -> None:
         """A new history: drop the rendered prefix and the last scope."""
