@@ -81,14 +81,16 @@ def catch_up(
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)
         if scope.open_tail is None:
-            if bound.quiet(scope):
+            reserved = planner.notices_reserve(scope, state.stats)
+            if bound.quiet(scope, reserved):
                 continue
             estimate = scope.system_tokens + planner.body_tokens(scope, state.decisions)
             bound.known(estimate)
             effective = budget.effective_budget
             timing = planner.timing(
-                scope, used=estimate, estimate=estimate, model=IDENTITY, effective=effective
-            )
+                scope, used=estimate, estimate=estimate, model=IDENTITY, effective=effective,
+                reserved=reserved,
+            )  # fmt: skip
             if timing.reason is None:
                 continue
         bound.forget()
@@ -134,8 +136,9 @@ class _Bound:
         """The decisions may change here: the next point is estimated exactly."""
         self._estimate = None
 
-    def quiet(self, scope: Scope) -> bool:
-        """Whether the point indexed now surely stays below every rule."""
+    def quiet(self, scope: Scope, reserved: int) -> bool:
+        """Whether the point indexed now surely stays below every rule (``reserved``: what
+        the limit holds for the notices, ``Planner.notices_reserve``)."""
         if self._estimate is None:
             return False
         planner = self._planner
@@ -151,8 +154,8 @@ class _Bound:
             grown += fact.tokens + self._placeholder * len(fact.calls)
         self._estimate += grown
         self._position = len(facts)
-        if self._quiet[0] != scope.notice_cost:
-            cost = scope.notice_cost
+        if self._quiet[0] != reserved:
+            cost = reserved
             self._quiet = (
                 cost,
                 quiet_below(config, self._effective, cost),

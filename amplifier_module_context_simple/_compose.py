@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._config import ContextConfig
-from ._decisions import CompactionStats, Decisions
+from ._decisions import CompactionStats, Decisions, EarlierNotice
 from ._history import HistoryIndex
 from ._ladder import Step
 from ._left_out_map import NamesOf, PassedNames, build_map
@@ -40,6 +40,10 @@ from ._render import (
 )
 from ._timing import Timing, thinking_after
 
+_SlotKey = tuple[int, int | None, int]
+_Before = tuple[int, Mapping[str, Any] | None]
+_MOST_STANDING = 2
+"""Earlier notices a view keeps standing at most, beside the latest one."""
 _SHOWN_ROLES = frozenset({"tool", "user"})
 """The messages whose names the map does not repeat: what tools printed and people wrote."""
 
@@ -61,12 +65,9 @@ class Composer:
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
         self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
-        # The body before the in-place notice (its length and last message), while the
-        # decisions and the history stay the same.
-        self._slot: (
-            tuple[Decisions, tuple[int, int | None, int], tuple[int, Mapping[str, Any] | None]]
-            | None
-        ) = None
+        # The body before each in-place notice (its length and last message), by (position,
+        # open tail, generation), while the decisions stay the same.
+        self._slot: tuple[Decisions, dict[_SlotKey, _Before]] | None = None
         self.rendered = 0
         """History messages rendered to place the notice, over every request."""
 
@@ -99,12 +100,15 @@ class Composer:
         measured: tuple[int | None, int | None] = (None, None),
         timing: Timing | None = None,
         room: int | None = None,
+        in_force: CompactionStats | None = None,
     ) -> CompactionStats:
         """The figures of one escalation (with the notice compose adds); ``after``: the body.
 
         ``room``: what the view, notice included, may take in the units views are sized in
         (the planner's; by default the budget). The notice's map takes at most its share of
         it, and only what the view leaves free: it never makes the view smaller.
+        ``in_force``: the statistics of the decisions this escalation started from, when it
+        started from those in force: their notices that it leaves standing stay, byte for byte.
         """
         config = self.config
         decisions = step.decisions
@@ -137,13 +141,66 @@ class Composer:
         if room is None:
             room = scope.budget.effective_budget
         view_tokens = scope.system_tokens + after.tokens
-        if config.map_bound(room) > 0:
-            stats = stats.with_map(self._left_out_map(stats, decisions, after, room, view_tokens))
+        at: int | None = None
+        earlier: tuple[EarlierNotice, ...] = ()
         if self.in_place:
             shown = decisions.without(scope.retained) if scope.retained else decisions
-            stats = replace(stats, notice_at=self._notice_position(scope, shown, stats))
-        figures = notice_figures(stats, step.decisions)
-        return stats.with_notice(self._notice(figures)[1])
+            at = self._notice_position(scope, shown, stats)
+            if in_force is not None and previous is step.base and step.touched:
+                # ``touched`` holds every position the escalation may have changed.
+                changed = min(step.touched)
+                earlier = self._still_standing(scope, shown, previous, in_force, changed, at)
+        plain = self._notice(notice_figures(stats, decisions))[1]
+        standing = sum(e.tokens for e in earlier)
+        if earlier and view_tokens + standing + plain > room:
+            if view_tokens + standing <= room or standing <= plain:
+                # No room for one more notice: those standing stay, and say what they said
+                # (also over the budget, where they take no more than a new one would).
+                stats = replace(stats, notice_at=at, earlier_notices=earlier, restated=False)
+                return stats.with_notice(standing, len(earlier))
+            # No room for all that stood before: the newest of them merge into the new one.
+            while earlier and view_tokens + standing + plain > room:
+                earlier = earlier[:-1]
+                standing = sum(e.tokens for e in earlier)
+        if config.map_bound(room) > 0:
+            lines = self._left_out_map(
+                stats, decisions, after, room, view_tokens + standing, earlier
+            )
+            stats = stats.with_map(lines)
+        stats = replace(stats, notice_at=at, earlier_notices=earlier)
+        tokens = self._notice(notice_figures(stats, decisions))[1]
+        return stats.with_notice(tokens + standing, len(earlier) + 1)
+
+    def _still_standing(
+        self,
+        scope: Scope,
+        shown: Decisions,
+        previous: Decisions,
+        in_force: CompactionStats,
+        changed: int,
+        at: int,
+    ) -> tuple[EarlierNotice, ...]:
+        """The notices in force that this escalation, changing nothing before ``changed``,
+        leaves standing where they are: each with a shown message it did not change between
+        it and the change, so that the view up to there stays the same bytes. (Where the
+        message right after a notice changes, the view breaks there anyway, and the notice
+        merges into the new one.)"""
+        notices = list(in_force.earlier_notices)
+        if (
+            in_force.restated
+            and in_force.notice_at is not None
+            and self._shows_notice(scope, previous)
+        ):
+            latest = self._notice(notice_figures(in_force, previous))
+            notices.append(EarlierNotice(in_force.notice_at, *latest))
+        facts = self.index.facts
+        kept = [
+            notice
+            for notice in notices
+            if notice.position <= min(changed, at)
+            and any(facts[p].in_body for p in shown.shown(notice.position, changed))
+        ]
+        return tuple(kept[:_MOST_STANDING])
 
     def _left_out_map(
         self,
@@ -152,6 +209,7 @@ class Composer:
         body: RenderResult,
         room: int,
         view_tokens: int,
+        earlier: tuple[EarlierNotice, ...],
     ) -> tuple[str, ...]:
         """The map of what ``decisions`` leave out: at most its share of ``room``, and no more
         than the view (``view_tokens`` without its notice) and the notice leave of it.
@@ -170,7 +228,11 @@ class Composer:
         lines = build_map(
             index,
             decisions,
-            shown=(m for m in body.messages if m.get("role") in _SHOWN_ROLES),
+            # What earlier notices still standing list is in the view too.
+            shown=[
+                *(m for m in body.messages if m.get("role") in _SHOWN_ROLES),
+                *(e.message for e in earlier),
+            ],
             names_of=self._names,
             bound=bound,
             measure=lambda text: index.estimate({"role": "user", "content": text}) - empty,
@@ -197,8 +259,19 @@ class Composer:
         if stats is not None and self._shows_notice(scope, decisions):
             reminder, reminder_tokens = self._notice_for(stats, decisions)
             if self.in_place:
-                slot = self._notice_slot(scope, decisions, stats)
-                view.insert(len(scope.systems) + slot, reminder)
+                # Earlier notices still standing first, each where it stood; at one slot the
+                # older goes first. Inserted from the back, so each slot stays the body's.
+                placed = [
+                    (self._slot_of(scope, decisions, e.position), e.message)
+                    for e in stats.earlier_notices
+                ]
+                if stats.restated:
+                    placed.append((self._notice_slot(scope, decisions, stats), reminder))
+                else:
+                    reminder_tokens = 0
+                for slot, message in reversed(sorted(placed, key=lambda p: p[0])):
+                    view.insert(len(scope.systems) + slot, message)
+                tokens += sum(e.tokens for e in stats.earlier_notices)
             else:
                 view.append(reminder)
             tokens += reminder_tokens
@@ -227,6 +300,11 @@ class Composer:
         position = stats.notice_at
         if position is None:
             position = self._notice_position(scope, shown, stats)
+        return self._slot_of(scope, decisions, position)
+
+    def _slot_of(self, scope: Scope, decisions: Decisions, position: int) -> int:
+        """The body's index of a notice that stands before history ``position``."""
+        shown = decisions.without(scope.retained) if scope.retained else decisions
         if scope.open_tail is not None:
             # The call still being executed stays last: the notice never follows it.
             position = min(position, scope.open_tail)
@@ -258,9 +336,11 @@ class Composer:
         between escalations renders nothing for its notice)."""
         index = self.index
         key = (stop, scope.open_tail, index.generation)
-        cached = self._slot
-        if cached is not None and cached[0] is shown and cached[1] == key:
-            return cached[2]
+        if self._slot is None or self._slot[0] is not shown or len(self._slot[1]) > 16:
+            self._slot = (shown, {})
+        known = self._slot[1].get(key)
+        if known is not None:
+            return known
         before = render_range(
             index,
             shown,
@@ -272,7 +352,7 @@ class Composer:
         )
         self.rendered += before.rendered
         found = (len(before.messages), before.messages[-1] if before.messages else None)
-        self._slot = (shown, key, found)
+        self._slot[1][key] = found
         return found
 
     def _active_turn_start(self) -> int:

@@ -12,12 +12,13 @@ __all__ = [
     "NO_DECISIONS",
     "CompactionStats",
     "Decisions",
+    "EarlierNotice",
     "Reductions",
 ]
 
 import itertools
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -147,6 +148,16 @@ NO_DECISIONS = Decisions()
 
 
 @dataclass(frozen=True, slots=True)
+class EarlierNotice:
+    """An earlier escalation's notice that still stands: where, what, and its estimate."""
+
+    position: int
+    """The history position it stands before (that escalation's ``notice_at``)."""
+    message: Mapping[str, Any]
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionStats:
     """Figures of the latest escalation; the ``context:compaction`` payload is built from it."""
 
@@ -189,6 +200,12 @@ class CompactionStats:
     """The history position the in-place notice stands before, decided at this escalation
     from the history as it was then (``_compose``; not in the payload). ``None``: decided
     per request (a history rewritten since, ``rewritten``)."""
+    earlier_notices: tuple[EarlierNotice, ...] = ()
+    """Notices of earlier escalations that still stand, byte for byte, where they stood:
+    this escalation changed nothing before them (``_compose``; not in the payload)."""
+    restated: bool = True
+    """This escalation's own notice is shown. ``False``: only ``earlier_notices`` stand (the
+    view had no room for one more; a shortened result says so at its start)."""
 
     @classmethod
     def of_escalation(
@@ -247,19 +264,22 @@ class CompactionStats:
         """These figures with the map the notice will show."""
         return replace(self, left_out_map=lines)
 
-    def with_notice(self, tokens: int) -> CompactionStats:
-        """These figures with the view's notice, one message of ``tokens``, counted in."""
+    def with_notice(self, tokens: int, messages: int = 1) -> CompactionStats:
+        """These figures with the view's notices (``messages`` of them, ``tokens`` in all)
+        counted in."""
         return replace(
             self,
             after_tokens=self.after_tokens + tokens,
-            after_messages=self.after_messages + 1,
+            after_messages=self.after_messages + messages,
             notice_tokens=tokens,
         )
 
     def rewritten(self) -> CompactionStats:
         """These figures over a history rewritten in the middle: where the notice stands is
         decided per request again (the rewrite may have moved the turns it was decided by)."""
-        return self if self.notice_at is None else replace(self, notice_at=None)
+        if self.notice_at is None and not self.earlier_notices:
+            return self
+        return replace(self, notice_at=None, earlier_notices=())
 
     def payload(self) -> dict[str, Any]:
         return {

@@ -43,7 +43,7 @@ from ._history import HistoryIndex
 from ._messages import STUBBED_KEY, TRUNCATED_KEY
 from ._names import names_in
 
-MAP_HEADING = "Left out, newest first (a call or a message: the names it held):"
+MAP_HEADING = "Left out, newest first (call or message: the names it held):"
 """The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
 
 _LINE = "- "

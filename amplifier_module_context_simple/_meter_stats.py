@@ -41,6 +41,12 @@ class MeterStats:
     view_estimate: int = 0
     """Our estimate of the whole view as it would go out (the compaction notice included)."""
 
+    @property
+    def payload_figures(self) -> tuple[int | None, int | None]:
+        """(``measured_tokens``, ``overhead_tokens``) for the compaction payload: only when
+        the trigger used a reading."""
+        return (self.used, self.overhead) if self.source == "actual" else (None, None)
+
     def as_dict(self) -> dict[str, Any]:
         """A plain JSON-safe dict of every field (for ``_last_token_meter_stats``)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

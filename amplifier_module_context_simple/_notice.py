@@ -29,7 +29,6 @@ def notice(stats: CompactionStats, decisions: Decisions, verbosity: str) -> Mess
 def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigures:
     """What the notice for ``decisions`` states (equal figures: the same notice)."""
     return NoticeFigures(
-        level=decisions.level,
         history_messages=stats.history_messages,
         removed=len(decisions.removed),
         truncated=len(decisions.truncated),
@@ -43,7 +42,6 @@ def notice_figures(stats: CompactionStats, decisions: Decisions) -> NoticeFigure
 class NoticeFigures:
     """The numbers a notice states (every one of them comes from sticky state)."""
 
-    level: int
     history_messages: int
     removed: int
     truncated: int
@@ -57,11 +55,11 @@ class NoticeFigures:
         """Figures at least as long as any notice for a history this size can state (every
         count stated), without a map."""
         wide = 10 ** len(str(history_messages + 1000)) - 1
-        return cls(wide, wide, wide, wide, wide, relaxed=True)
+        return cls(wide, wide, wide, wide, relaxed=True)
 
 
 def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
-    summary = f"Earlier conversation was compacted (level {figures.level})"
+    summary = "Earlier messages were compacted"
     # Only what happened is stated: "0 are left out" tells the model nothing.
     done = [
         f"{count} {what}"
@@ -74,11 +72,11 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     ]
     if done:
         listed = done[0] if len(done) == 1 else ", ".join(done[:-1]) + " and " + done[-1]
-        summary += f": of the first {figures.history_messages} messages, {listed}"
+        summary += f": of the first {figures.history_messages}, {listed}"
     lines = [
         summary + ".",
-        "Work asked for earlier may already be done: check the recent messages before "
-        "repeating a step, and do not redo state-changing actions.",
+        "Work asked for earlier may already be done: check recent messages before repeating "
+        "a step, and do not redo state-changing actions.",
     ]
     if figures.relaxed:
         lines.append(
@@ -86,13 +84,7 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
             "them again with narrower parameters; never re-run a tool that changes state."
         )
     if verbosity != "minimal":
-        kept = (
-            "system instructions, the first and the latest user request"
-            if figures.relaxed
-            else "system instructions, the first and the latest user request, the recent "
-            "messages and tool results"
-        )
-        lines.append(f"Kept whole: {kept}; a shortened result says so at its start.")
+        lines.append("Shortened results say so at their start.")
     if verbosity == "verbose":
         lines.append(
             "Removed turns are not visible to you any more; if a decision made in them "

@@ -246,17 +246,24 @@ class Planner:
             forms=self.forms,
         )
 
+    def notices_reserve(self, scope: Scope, stats: CompactionStats | None) -> int:
+        """What the view's notices may take: the longest notice, or the notices standing now
+        if more (an escalation may leave them where they are)."""
+        return max(scope.notice_cost, 0 if stats is None else stats.notice_tokens)
+
     def timing(
-        self, scope: Scope, *, used: int, estimate: int, model: SizeModel, effective: int
-    ) -> Timing:
+        self, scope: Scope, *, used: int, estimate: int, model: SizeModel, effective: int,
+        reserved: int,
+    ) -> Timing:  # fmt: skip
         """Whether (and why, and how deep) a request whose trigger figure is ``used`` against
-        the ``effective`` budget, with a view estimated at ``estimate``, escalates."""
+        the ``effective`` budget, with a view estimated at ``estimate`` (its notices aside:
+        ``reserved`` is held for them), escalates."""
         moment = moment_of(self.index, scope.usable)
         return escalation_timing(
             self.config,
             moment,
             used=used,
-            over_limit=estimate > model.to_estimate(effective) - scope.notice_cost,
+            over_limit=estimate > model.to_estimate(effective) - reserved,
             effective=effective,
             to_real=lambda growth: model.to_real(growth) - model.to_real(0),
         )
@@ -312,10 +319,12 @@ class Planner:
         # overhead the budget held back, so it is compared with the budget plus them.
         effective = _real_budget(scope.budget, meter_stats)
         room = model.to_estimate(effective)
-        limit = room - scope.notice_cost
+        reserved = self.notices_reserve(scope, stats)
+        limit = room - reserved
         timing = self.timing(
-            scope, used=meter_stats.used, estimate=estimate, model=model, effective=effective
-        )
+            scope, used=meter_stats.used, estimate=estimate, model=model, effective=effective,
+            reserved=reserved,
+        )  # fmt: skip
         if hard_fit:
             # Hard fit holds against the estimate as well: the model may be wrong.
             limit = min(limit, scope.budget.effective_budget - scope.notice_cost)
@@ -353,9 +362,10 @@ class Planner:
                 before=before,
                 after=body,
                 target=real_target,
-                measured=_measured_figures(meter_stats),
+                measured=meter_stats.payload_figures,
                 timing=timing,
                 room=limit + scope.notice_cost,
+                in_force=stats if start is entry else None,
             )
             view, view_tokens, body = self.compose(scope, decisions, stats, body)
         return request_plan(
@@ -371,26 +381,11 @@ class Planner:
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
             real_budget=effective,
-            crowded=_crowded(scope.budget, config.target_usage),
+            crowded=scope.budget.crowded(config.target_usage),
             rebased=step is not None and start is not entry,
         )
-
-
-def _crowded(budget: Budget, target_usage: float) -> bool:
-    """The learned overhead alone leaves the view less than the target share of its room."""
-    learned = budget.learned_overhead_tokens
-    return learned > 0 and budget.effective_budget < target_usage * (
-        budget.effective_budget + learned
-    )
 
 
 def _real_budget(budget: Budget, meter_stats: MeterStats) -> int:
     """The budget in the units the plan compares: a reading's when the trigger uses one."""
     return budget.request_budget if meter_stats.source == "actual" else budget.effective_budget
-
-
-def _measured_figures(stats: MeterStats) -> tuple[int | None, int | None]:
-    """(``measured_tokens``, ``overhead_tokens``) for the compaction payload."""
-    if stats.source != "actual":
-        return None, None
-    return stats.used, stats.overhead

@@ -117,7 +117,7 @@ def test_a_log_replayed_smaller_keeps_the_overhead_the_provider_counted(tmp_path
     # Under a tiny cap the last view compacts: it is no longer the conversation the log sent,
     # so its overhead is what the provider counted beyond the messages sent (their estimate is
     # the uncompacted replay's view), put beside the smaller view.
-    capped = run_json("replay", path, "--max-tokens", "3250")
+    capped = run_json("replay", path, "--max-tokens", "3150")
     last = capped["requests"][-1]
     assert last["level"] > 0 and last["view_tokens"] != whole[-1]["view_tokens"]
     assert last["overhead_tokens"] == 3295 - whole[-1]["view_tokens"]
@@ -192,7 +192,7 @@ def test_the_notice_states_only_what_happened(tmp_path: Path) -> None:
     view = run_json("inspect", path, "--at", str(compaction["request"]), *limits)["view"]
     [notice] = [m for m in view if "context-compaction" in str(m.get("metadata"))]
     text = notice["content"]
-    assert "(level 1): of the first 17 messages, 2 tool results shortened." in text
+    assert "compacted: of the first 17, 2 tool results shortened." in text
     assert "0 are left out" not in text and " 0 long messages" not in text
     assert "took the view from" not in text
 
@@ -481,7 +481,7 @@ def test_no_notice_is_longer_than_the_one_the_budget_reserves_room_for(
     # The fit pass keeps the view under the budget less the longest notice (its map is bounded
     # apart); a notice that says more must not outgrow it.
     removed, truncated, stubbed = (min(c, history + 1) for c in counts)
-    figures = NoticeFigures(8, history, removed, truncated, stubbed, relaxed)
+    figures = NoticeFigures(history, removed, truncated, stubbed, relaxed)
     largest = NoticeFigures.largest(history)
     for family in (None, *FAMILIES):
         stated = estimate_message_tokens(notice_message(figures, verbosity), family=family)

@@ -99,9 +99,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Issue 35's figures over the shared corpus.")
     parser.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS))
     parser.add_argument("--map-share", type=float, default=None)
+    parser.add_argument("--no-turn-rule", action="store_true")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)
-    config = {} if args.map_share is None else {"compaction_map_share": args.map_share}
+    config: dict[str, Any] = (
+        {} if args.map_share is None else {"compaction_map_share": args.map_share}
+    )
+    if args.no_turn_rule:
+        config["escalate_at_turn_start"] = False
     print("| budget | in context | findable | priced input |")
     print("|---|---|---|---|")
     for budget in (int(b) for b in args.budgets.split(",")):
