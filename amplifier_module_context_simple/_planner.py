@@ -35,6 +35,7 @@ from __future__ import annotations
 
 __all__ = ["Planner"]
 
+import math
 from collections.abc import Generator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -57,7 +58,7 @@ from ._render import (
 )
 from ._room import disproved
 from ._system_prompt import SystemPrompt
-from ._timing import Timing, escalation_timing, moment_of
+from ._timing import Timing, escalation_timing, leaves_room_for_turn, moment_of, turn_start_policy
 from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
 
@@ -74,6 +75,8 @@ class Planner:
         self.policy = LadderPolicy(
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
+        self.turn_start_policy = turn_start_policy(self.policy)
+        """What a turn-start escalation protects (``_timing``)."""
         self.forms = ShortForms(index)
         """The estimates of shortened forms, kept while the index's facts hold: every
         escalation, render and notice slot weighs a shortened message once."""
@@ -236,14 +239,16 @@ class Planner:
         usage: int,
         target: int,
         limit: int | None = None,
+        policy: LadderPolicy | None = None,
     ) -> Generator[Step, int | None, None]:
-        """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``."""
+        """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``,
+        protecting what ``policy`` says (the configured protection by default)."""
         return plan_escalation(
             self.index,
             decisions,
             usage=usage,
             target=target,
-            policy=self.policy,
+            policy=policy or self.policy,
             retained=scope.retained,
             protected_extra=scope.protected_extra,
             open_tail=scope.open_tail,
@@ -316,6 +321,7 @@ class Planner:
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
         effective = _real_budget(scope.budget, meter_stats)
+        real_trigger = math.floor(config.trigger(effective))
         room = model.to_estimate(effective)
         limit = room - scope.notice_cost
         timing = self.timing(
@@ -342,10 +348,25 @@ class Planner:
                 # Made under a room the readings since disproved: escalate afresh.
                 start = NO_DECISIONS
                 usage = scope.system_tokens + self.render(scope, start).tokens
+            at_turn_start = timing.reason == "turn_start"
             for rung in self.ladder(
-                scope, start, usage=usage, target=target, limit=limit if relax else None
+                scope,
+                start,
+                usage=usage,
+                target=target,
+                limit=limit if relax else None,
+                policy=self.turn_start_policy if at_turn_start else None,
             ):
                 step = rung
+            if (
+                at_turn_start
+                and step is not None
+                and not leaves_room_for_turn(
+                    timing.moment, reached=step.usage, trigger=model.to_estimate(real_trigger)
+                )
+            ):
+                # The turn would escalate inside its loop anyway: this edit would only add one.
+                step, timing = None, replace(timing, reason=None)
         if step is not None:
             # 6. statistics, 7. compose.
             before = (view_tokens, len(view))  # the view as it would go out, notice included
