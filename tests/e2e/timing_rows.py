@@ -19,6 +19,10 @@ prompt drops every thinking block after the edit. A break *at a turn start* is o
 request right after a prompt (only finished turns' reasoning is lost); any other break is
 inside a tool loop (the active turn loses its own).
 
+The *cache-prefix share* is, of all view messages sent, the share that repeated the previous
+view's prefix; the *prompt-cache share* is, of all input tokens the scripted provider counted
+(tool definitions included), the share its simulated prompt cache served.
+
 Print the tables, today's rule beside the turn-start rule switched off (from the repo root)::
 
     uv run python -m tests.e2e.timing_rows
