@@ -17,9 +17,9 @@ planner builds it in seven passes, always in this order:
 4. **usage** - the figure the trigger compares (our estimate, or the meter's reading plus
    modelled growth) and the real-size model. Calibration comes before the target because the
    target and the limit are real figures converted into estimate units through that model.
-5. **escalation** - past the trigger (or over the hard limit) the ladder walks its rungs to
-   the target, then (plain and retention paths) the fit pass relaxes protection down to the
-   floor while the view is still over the limit.
+5. **escalation** - past the trigger, over the hard limit or at a turn start that needs it
+   (``_timing``) the ladder walks its rungs to the target, then (plain and retention paths)
+   the fit pass relaxes protection down to the floor while the view is still over the limit.
 6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
    from a render of the new decisions (``_compose``).
 7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 __all__ = ["Planner"]
 
-import math
 from collections.abc import Generator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -75,8 +74,6 @@ class Planner:
         self.policy = LadderPolicy(
             config.protected_recent, config.protected_tool_results, config.truncate_chars
         )
-        self.turn_start_policy = turn_start_policy(self.policy)
-        """What a turn-start escalation protects (``_timing``)."""
         self.forms = ShortForms(index)
         """The estimates of shortened forms, kept while the index's facts hold: every
         escalation, render and notice slot weighs a shortened message once."""
@@ -241,8 +238,7 @@ class Planner:
         limit: int | None = None,
         policy: LadderPolicy | None = None,
     ) -> Generator[Step, int | None, None]:
-        """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``,
-        protecting what ``policy`` says (the configured protection by default)."""
+        """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``."""
         return plan_escalation(
             self.index,
             decisions,
@@ -321,7 +317,6 @@ class Planner:
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
         effective = _real_budget(scope.budget, meter_stats)
-        real_trigger = math.floor(config.trigger(effective))
         room = model.to_estimate(effective)
         limit = room - scope.notice_cost
         timing = self.timing(
@@ -348,23 +343,13 @@ class Planner:
                 # Made under a room the readings since disproved: escalate afresh.
                 start = NO_DECISIONS
                 usage = scope.system_tokens + self.render(scope, start).tokens
-            at_turn_start = timing.reason == "turn_start"
-            for rung in self.ladder(
-                scope,
-                start,
-                usage=usage,
-                target=target,
-                limit=limit if relax else None,
-                policy=self.turn_start_policy if at_turn_start else None,
-            ):
+            cap, turn_start = limit if relax else None, timing.reason == "turn_start"
+            rules = turn_start_policy(self.policy) if turn_start else self.policy
+            steps = self.ladder(scope, start, usage=usage, target=target, limit=cap, policy=rules)
+            for rung in steps:
                 step = rung
-            if (
-                at_turn_start
-                and step is not None
-                and not leaves_room_for_turn(
-                    timing.moment, reached=step.usage, trigger=model.to_estimate(real_trigger)
-                )
-            ):
+            trigger = model.to_estimate(int(config.trigger(effective)))
+            if step is not None and not leaves_room_for_turn(timing, step.usage, trigger):
                 # The turn would escalate inside its loop anyway: this edit would only add one.
                 step, timing = None, replace(timing, reason=None)
         if step is not None:
@@ -396,17 +381,9 @@ class Planner:
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
             real_budget=effective,
-            crowded=_crowded(scope.budget, config.target_usage),
+            crowded=scope.budget.crowded(config.target_usage),
             rebased=step is not None and start is not entry,
         )
-
-
-def _crowded(budget: Budget, target_usage: float) -> bool:
-    """The learned overhead alone leaves the view less than the target share of its room."""
-    learned = budget.learned_overhead_tokens
-    return learned > 0 and budget.effective_budget < target_usage * (
-        budget.effective_budget + learned
-    )
 
 
 def _real_budget(budget: Budget, meter_stats: MeterStats) -> int:

@@ -241,12 +241,12 @@ def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:
     return replace(policy, protected_tool_results=0)
 
 
-def leaves_room_for_turn(moment: Moment, *, reached: int, trigger: int) -> bool:
-    """Whether a turn-start escalation that brings the view to ``reached`` leaves the turn's
-    expected growth room below ``trigger`` (all in estimate units). When it does not, the turn
-    escalates inside its loop whatever is done at its start: escalating there as well only
-    adds an edit."""
-    return reached + moment.turn_growth <= trigger
+def leaves_room_for_turn(timing: Timing, reached: int, trigger: int) -> bool:
+    """Whether an escalation of ``timing`` that brings the view to ``reached`` is worth its
+    edit (estimate units; ``trigger`` too): a turn-start one only when it leaves the turn's
+    expected growth room below the trigger. When it does not, the turn escalates inside its
+    loop whatever is done at its start, and escalating there as well only adds an edit."""
+    return timing.reason != "turn_start" or reached + timing.moment.turn_growth <= trigger
 
 
 def cache_cold(config: ContextConfig, moment: Moment) -> bool:
