@@ -59,6 +59,13 @@ class Budget:
     """What the whole input could hold before ``max_tokens`` caps it (the window less output
     and margin, the fallback, or an explicit budget plus what the request carries)."""
 
+    def crowded(self, target_usage: float) -> bool:
+        """The learned overhead alone leaves the view less than the target share of its room."""
+        learned = self.learned_overhead_tokens
+        return learned > 0 and self.effective_budget < target_usage * (
+            self.effective_budget + learned
+        )
+
     def parts_text(self) -> str:
         """The budget's arithmetic in words, for warnings and errors."""
         if self.context_window is None:

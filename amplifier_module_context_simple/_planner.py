@@ -17,9 +17,9 @@ planner builds it in seven passes, always in this order:
 4. **usage** - the figure the trigger compares (our estimate, or the meter's reading plus
    modelled growth) and the real-size model. Calibration comes before the target because the
    target and the limit are real figures converted into estimate units through that model.
-5. **escalation** - past the trigger (or over the hard limit) the ladder walks its rungs to
-   the target, then (plain and retention paths) the fit pass relaxes protection down to the
-   floor while the view is still over the limit.
+5. **escalation** - past the trigger, over the hard limit or at a turn start that needs it
+   (``_timing``) the ladder walks its rungs to the target, then (plain and retention paths)
+   the fit pass relaxes protection down to the floor while the view is still over the limit.
 6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
    from a render of the new decisions (``_compose``).
 7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
@@ -52,7 +52,7 @@ from ._plan import RequestPlan, Scope, request_plan
 from ._render import RenderResult, ShortForms, open_tail_call, system_part
 from ._room import disproved
 from ._system_prompt import SystemPrompt
-from ._timing import Timing, escalation_timing, moment_of
+from ._timing import Timing, escalation_timing, leaves_room_for_turn, moment_of, turn_start_policy
 from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
 
@@ -231,6 +231,7 @@ class Planner:
         usage: int,
         target: int,
         limit: int | None = None,
+        policy: LadderPolicy | None = None,
     ) -> Generator[Step, int | None, None]:
         """The rungs (then, with a ``limit``, the fit pass) from ``decisions`` to ``target``."""
         return plan_escalation(
@@ -238,7 +239,7 @@ class Planner:
             decisions,
             usage=usage,
             target=target,
-            policy=self.policy,
+            policy=policy or self.policy,
             retained=scope.retained,
             protected_extra=scope.protected_extra,
             open_tail=scope.open_tail,
@@ -346,10 +347,15 @@ class Planner:
                 # Made under a room the readings since disproved: escalate afresh.
                 start = NO_DECISIONS
                 usage = scope.system_tokens + self.render(scope, start).tokens
-            for rung in self.ladder(
-                scope, start, usage=usage, target=target, limit=limit if relax else None
-            ):
+            cap, turn_start = limit if relax else None, timing.reason == "turn_start"
+            rules = turn_start_policy(self.policy) if turn_start else self.policy
+            steps = self.ladder(scope, start, usage=usage, target=target, limit=cap, policy=rules)
+            for rung in steps:
                 step = rung
+            trigger = model.to_estimate(int(config.trigger(effective)))
+            if step is not None and not leaves_room_for_turn(timing, step.usage, trigger):
+                # The turn would escalate inside its loop anyway: this edit would only add one.
+                step, timing = None, replace(timing, reason=None)
         if step is not None:
             # 6. statistics, 7. compose.
             before = (view_tokens, len(view))  # the view as it would go out, notice included

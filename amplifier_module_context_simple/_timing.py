@@ -7,7 +7,13 @@ after it. Where the edit lands decides what it costs:
 - **at a turn's first request** (right after a human prompt) only finished turns' reasoning
   is lost, while inside a tool loop the active turn loses its own. So when a turn starts and
   the turn's expected growth would carry the view over the trigger before the turn ends, the
-  escalation happens now, deep enough that the whole turn fits;
+  escalation happens now, deep enough that a whole number of turns fits. It may go deeper
+  than one inside a loop: the latest tool results it would otherwise protect belong to
+  finished turns (``turn_start_policy``). Without that, an escalation at every turn start
+  fits fewer turns than one at the trigger and repeats sooner, and the rule costs more
+  rewrites than it moves. When even that leaves no room for the turn's growth below the
+  trigger, the turn would escalate inside its loop anyway, and the rule does not fire
+  (``leaves_room_for_turn``);
 - **on a cold cache** (the previous response is older than the provider's cache lifetime)
   the next request is written at full price anyway, so a view already near the trigger is
   reduced now, for free.
@@ -26,22 +32,24 @@ __all__ = [
     "Timing",
     "cache_cold",
     "escalation_timing",
+    "leaves_room_for_turn",
     "moment_of",
     "quiet_below",
     "thinking_after",
+    "turn_start_policy",
 ]
 
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ._config import ContextConfig
 from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._messages import thinking_blocks
-from ._protection import is_reminder
+from ._protection import LadderPolicy, is_reminder
 
 ESCALATION_REASONS = ("threshold", "over_budget", "turn_start", "cold_cache")
 """Why an escalation happened: the view crossed the trigger, it was over the hard limit, a
@@ -223,6 +231,22 @@ def escalation_timing(
     ):
         return Timing("cold_cache", target, moment)
     return Timing(None, target, moment)
+
+
+def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:
+    """What the rungs protect at a turn-start escalation: the configured recent share and
+    the floor, but not the latest tool results. At a turn's first request those belong to
+    finished turns, and keeping them would leave the escalation no deeper than the trigger's,
+    so it would fit fewer whole turns and be repeated sooner."""
+    return replace(policy, protected_tool_results=0)
+
+
+def leaves_room_for_turn(timing: Timing, reached: int, trigger: int) -> bool:
+    """Whether an escalation of ``timing`` that brings the view to ``reached`` is worth its
+    edit (estimate units; ``trigger`` too): a turn-start one only when it leaves the turn's
+    expected growth room below the trigger. When it does not, the turn escalates inside its
+    loop whatever is done at its start, and escalating there as well only adds an edit."""
+    return timing.reason != "turn_start" or reached + timing.moment.turn_growth <= trigger
 
 
 def cache_cold(config: ContextConfig, moment: Moment) -> bool:

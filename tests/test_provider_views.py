@@ -395,6 +395,8 @@ class Request:
     effective_budget: int | None
     relaxed: bool
     """A ``context:compaction`` so far reported ``protection_relaxed`` with non-zero counts."""
+    turn_started: bool = False
+    """A ``context:compaction`` so far was made at a turn start (``reason`` ``turn_start``)."""
 
 
 @dataclass
@@ -438,6 +440,7 @@ async def _drive(session: Session) -> Run:
                 for e, d in events
                 if e == "context:compaction"
             )
+            compactions = [d for e, d in events if e == "context:compaction"]
             run.requests.append(
                 Request(
                     at=position,
@@ -447,6 +450,7 @@ async def _drive(session: Session) -> Run:
                     history_after=copy.deepcopy(history),
                     effective_budget=int(budgets[-1]["effective_budget"]) if budgets else None,
                     relaxed=relaxed,
+                    turn_started=any(d.get("reason") == "turn_start" for d in compactions),
                 )
             )
         try:
@@ -558,7 +562,14 @@ def turn_violations(view: Sequence[Msg], history: Sequence[Msg]) -> list[str]:
 def protected_violations(request: Request) -> list[str]:
     if request.relaxed:
         return []
-    results = [m for m in request.history if is_result(m)]
+    # A turn-start escalation may shorten the latest results of finished turns; the active
+    # turn's own (after the latest prompt) came after any such escalation.
+    latest_prompt = max((i for i, m in enumerate(request.history) if is_human(m)), default=-1)
+    results = [
+        m
+        for i, m in enumerate(request.history)
+        if is_result(m) and (not request.turn_started or i > latest_prompt)
+    ]
     problems: list[str] = []
     view_results = [m for m in request.view if m.get("role") == "tool"]
     for result in results[-PROTECTED_TOOL_RESULTS:]:

@@ -170,6 +170,22 @@ async def test_a_turn_that_needs_more_room_than_the_target_leaves_aims_lower() -
     assert all(p["target_tokens"] < ordinary for p in turn_starts)
 
 
+async def test_a_turn_start_that_cannot_make_room_for_the_turn_does_not_escalate() -> None:
+    # The system prompt is on the floor and takes close to half the room: with a turn's
+    # growth on top, no escalation at a turn start can bring the view below the trigger, so
+    # the turn escalates inside its loop whatever is done at its start.
+    system = "You are a build agent. Follow the house rules for every change. " * 160
+    runs: dict[bool, Compactions] = {}
+    for rule in (True, False):
+        seen = runs[rule] = Compactions()
+        manager = SimpleContextManager(hooks=seen.hooks, escalate_at_turn_start=rule)
+        await manager.add_message({"role": "system", "content": system})
+        await drive_turns(manager, 8, lines=65)
+    assert len(runs[False].payloads) >= 5, "the session compacts inside its loops"
+    reasons = [p["reason"] for p in runs[True].payloads]
+    assert reasons == [p["reason"] for p in runs[False].payloads]
+
+
 async def test_the_compaction_event_counts_the_thinking_after_the_edit() -> None:
     seen = Compactions()
     manager = SimpleContextManager(hooks=seen.hooks)
