@@ -82,14 +82,6 @@ class Budget:
             text += f", capped by max_tokens {self.max_tokens:,}"
         return text
 
-    def crowded(self, target_usage: float) -> bool:
-        """The learned overhead alone leaves the view less than the target share of its
-        room."""
-        learned = self.learned_overhead_tokens
-        return learned > 0 and self.effective_budget < target_usage * (
-            self.effective_budget + learned
-        )
-
     def payload(self) -> dict[str, Any]:
         """Return the JSON-safe ``context:budget`` event payload.
 
