@@ -49,7 +49,7 @@ MAP_HEADING = "Left out, newest first (call or message: the names it held):"
 _LINE = "- "
 _SOURCE_CHARS = 80
 """A call's label keeps at most this many characters of what it was called on."""
-_NAMES_PER_LINE = 24
+_NAMES_PER_LINE = 9
 """A line lists at most this many names."""
 _SEPARATOR = " "
 """Names are told apart by spaces (a comma would cost a token a name)."""
