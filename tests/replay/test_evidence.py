@@ -95,7 +95,9 @@ def test_a_shortened_result_loses_what_the_agent_then_used(tmp_path: Path) -> No
     assert all(e["first_loss_request"] is None for e in document["evidence_by_compaction"][1:])
     words = " ".join(
         CliRunner()
-        .invoke(app, ["replay", path, "--context-window", "12000"], env={"COLUMNS": "200"})
+        .invoke(
+            app, ["replay", "--full", path, "--context-window", "12000"], env={"COLUMNS": "200"}
+        )
         .stdout.replace("│", " ")
         .split()
     )
