@@ -126,6 +126,10 @@ async def replay(
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
     recorder = _Recorder()
+    # Collecting from before the manager is built: its constructor warns about settings.
+    collector = _WarningCollector()
+    package_logger = logging.getLogger(_PACKAGE_LOGGER)
+    package_logger.addHandler(collector)
     manager = SimpleContextManager(**asdict(config), hooks=recorder)
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
@@ -146,9 +150,6 @@ async def replay(
     evidence = EvidenceTracker(records=report.evidence)  # what the next message used, kept
     simulated = ReplayCache(family, known)  # the provider's cache over these views
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
-    collector = _WarningCollector()
-    package_logger = logging.getLogger(_PACKAGE_LOGGER)
-    package_logger.addHandler(collector)
     feed = RecordedFeed(recorded) if recorded is not None else None
     analysis = WindowAnalysis(
         family=family,
