@@ -785,3 +785,14 @@ def test_usage_after_the_views_part_from_the_log_is_kept_from_the_meter(tmp_path
     assert len(withheld) == 1
     # Every reading still reaches the report.
     assert all(w["provider"] is not None for w in document["window_by_category"])
+
+
+def test_the_overhead_given_is_held_back_for_a_log_too(tmp_path: Path) -> None:
+    # --overhead stands for what the log does not hold: held back by the replayed budget for
+    # every format, as a bare transcript's is (it used to fill only the window table).
+    log = str(session_log().write(tmp_path / "s.jsonl"))
+    plain = json.loads(wide("replay", log, "--json").stdout)["budget"]
+    given = json.loads(wide("replay", log, "--overhead", "5000", "--json").stdout)["budget"]
+    assert plain["tool_definitions_tokens"] == 0
+    assert given["tool_definitions_tokens"] == 5_000
+    assert given["request_budget"] == plain["request_budget"]

@@ -121,7 +121,11 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     assert all(r["prefix_stable"] for r in requests if not r["compacted"])
     assert summary["max_utilisation"] == max(r["utilisation"] for r in requests)
     assert summary["peak_view_tokens"] == max(r["view_tokens"] for r in requests)
-    assert summary["tokens_saved"] == sum(r["history_tokens"] - r["view_tokens"] for r in requests)
+    # What the view added (its system prompt, placeholders, the notice) is no history sent.
+    assert summary["tokens_saved"] == sum(
+        r["history_tokens"] - (r["view_tokens"] - r["system_prompt_tokens"] - r["added_tokens"])
+        for r in requests
+    )
     assert summary["history_tokens"] >= requests[-1]["history_tokens"]
     for r in requests:
         assert r["request_tokens"] == r["view_tokens"] + r["overhead_tokens"]
