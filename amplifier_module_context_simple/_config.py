@@ -7,8 +7,9 @@ raising, because the module's published contract has always treated them that wa
 
 from __future__ import annotations
 
+import difflib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "CommandLineOption",
     "ContextConfig",
     "command_line_option",
+    "unknown_keys_text",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +77,19 @@ def command_line_option(key: str) -> CommandLineOption | None:
         raise KeyError(f"no config key {key!r}")
     option = by_name[key].metadata.get(_OPTION)
     return option if isinstance(option, CommandLineOption) else None
+
+
+def unknown_keys_text(names: Iterable[str]) -> str:
+    """``unknown config key 'compact_treshold' (did you mean 'compact_threshold'?)``: each
+    unknown key beside the nearest valid one, for the mount's warning and the constructor's
+    error alike."""
+    known = [f.name for f in fields(ContextConfig)]
+    parts: list[str] = []
+    for name in sorted(names):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        parts.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    plural = "s" if len(parts) > 1 else ""
+    return f"unknown config key{plural} {', '.join(parts)}; the keys are {', '.join(known)}"
 
 
 def _fail(key: str, rule: str, value: object) -> ValueError:
@@ -276,16 +291,19 @@ class ContextConfig:
         if not isinstance(raw, Mapping):
             raise TypeError(f"context-simple config must be a mapping, got {type(raw).__name__}")
         checks: dict[str, _Check] = {f.name: f.metadata[_CHECK] for f in fields(cls)}
-        known = set(checks)
-        unknown = sorted(str(k) for k in raw if k not in known)
+        unknown = [str(k) for k in raw if k not in checks]
         if unknown:
-            logger.warning(
-                "context-simple: ignoring unknown config key(s) %s; known keys are %s",
-                ", ".join(unknown),
-                ", ".join(sorted(known)),
-            )
+            # A mount config may carry keys meant for another context module (auto_compact):
+            # named and ignored, never fatal. The constructor, called from code, raises.
+            logger.warning("context-simple: ignoring %s", unknown_keys_text(unknown))
         values = {name: check(name, raw[name]) for name, check in checks.items() if name in raw}
         return cls(**values)
+
+    @property
+    def target_not_below_trigger(self) -> bool:
+        """``target_usage`` at or above ``compact_threshold``: valid (the spec allows it), but
+        a compaction then aims for a view no smaller than the one that started it."""
+        return self.target_usage >= self.compact_threshold
 
     # The rules derived from the settings, in one place: the manager, the replay tool and the
     # benchmarks all call these, so none of them can drift from the others.

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 __all__ = ["SimpleContextManager"]
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from . import _events as events
 from . import _measured, _retention
 from ._admission import Clock, admit, admit_all
 from ._budget_now import budget_now
-from ._config import ContextConfig
+from ._config import ContextConfig, unknown_keys_text
 from ._decisions import Decisions
 from ._envelope import FitOutput, fit, read_envelope
 from ._estimate import estimate_message_tokens
@@ -21,10 +22,13 @@ from ._history import HistoryIndex
 from ._meter import TokenMeter
 from ._planner import Planner
 from ._session import Pipeline, SessionState
+from ._shape_warnings import ShapeWarnings
 from ._system_prompt import SystemPromptFactory
 from ._thinking_loss import ThinkingLoss
 from ._turns import after_rewrite
 from .request_view import request_view
+
+logger = logging.getLogger(__name__)
 
 
 class SimpleContextManager:
@@ -61,6 +65,15 @@ class SimpleContextManager:
     ``request_view``.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # A misspelt keyword is a programming error: it raises, as Python would, but names the
+        # key it was meant to be (the mount config logs the same words and goes on).
+        if cls.__init__ is SimpleContextManager.__init__:
+            unknown = [k for k in kwargs if k not in _KEYS and k not in _OTHER_KEYWORDS]
+            if unknown:
+                raise TypeError(f"SimpleContextManager(): {unknown_keys_text(unknown)}")
+        return super().__new__(cls)
+
     def __init__(
         self,
         *,
@@ -90,6 +103,14 @@ class SimpleContextManager:
         # Every parameter but ``hooks`` is a ContextConfig field (tests/test_planner.py checks).
         config = ContextConfig.from_mapping({k: v for k, v in locals().items() if k in _KEYS})
         self.config = config
+        if config.target_not_below_trigger:
+            logger.warning(
+                "context-simple: target_usage %s is not below compact_threshold %s: a "
+                "compaction aims for a view no smaller than the one that starts it, so it "
+                "reduces next to nothing",
+                config.target_usage,
+                config.compact_threshold,
+            )
         self.hooks = hooks
         self._clock = clock
         """Admission's clock (None: the current UTC time): the timestamps the history records,
@@ -100,6 +121,7 @@ class SimpleContextManager:
         self._state = SessionState()
         self._planner = Planner(config, self._index)
         self._pipeline = Pipeline(self, self._planner, self._state)
+        self._shapes = ShapeWarnings()
         self.thinking_loss = ThinkingLoss()
         """What the provider reported of the thinking blocks prefix edits cost (``mount``
         registers its handler for the provider's events)."""
@@ -123,6 +145,7 @@ class SimpleContextManager:
             # Appended to a history this manager has followed from its start: it plans (or
             # chose not to plan) its own request points, none of them is walked again.
             state.walked += 1
+        self._shapes.check(stored, len(self.messages))
         self.messages.append(stored)
         for clip in clips:
             await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
@@ -138,6 +161,7 @@ class SimpleContextManager:
                 f"set_messages expects a list of messages, got {type(messages).__name__}"
             )
         stored, clips = admit_all(messages, self.config.max_tool_result_bytes, clock=self._clock)
+        self._shapes.check_all(stored)
         self._reset_derived()
         self.messages = stored
         for clip in clips:
@@ -353,3 +377,5 @@ class SimpleContextManager:
 
 
 _KEYS = frozenset(ContextConfig.__dataclass_fields__)
+_OTHER_KEYWORDS = frozenset({"hooks", "clock"})
+"""The constructor's keywords that are no config key."""

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._learned_overhead import OVERHEAD_DROP_SHARE, OVERHEAD_STEP, LearnedOverhead
 from ._reading_gate import ReadingGate, Rejection
 from ._size_model import (
     CALIBRATION_MAX,
@@ -41,6 +42,8 @@ __all__ = [
     "METER_EVENT",
     "METER_HOOK_NAME",
     "METER_HOOK_PRIORITY",
+    "OVERHEAD_DROP_SHARE",
+    "OVERHEAD_STEP",
     "ForegroundUsageRecorder",
     "SizeModel",
     "TokenMeter",
@@ -48,6 +51,8 @@ __all__ = [
     "fit_size_model",
     "parse_usage_reading",
 ]
+
+_NOTHING_LEARNED = LearnedOverhead()
 
 METER_HOOK_NAME = "context-simple-meter"
 METER_HOOK_PRIORITY = 50
@@ -93,7 +98,7 @@ class _MeterState:
     model: SizeModel
     recent: tuple[int, ...] = ()
     pending_accounted: int | None = None
-    learned_overhead: int = 0
+    learned: LearnedOverhead = _NOTHING_LEARNED
     carried: tuple[int | None, ...] = ()
     pending_room: int | None = None
     gate: tuple[bool, int] = (False, 0)
@@ -101,25 +106,6 @@ class _MeterState:
 
 RECENT_READINGS = 16
 """Readings remembered by value, so a rollback can re-apply those that arrived meanwhile."""
-
-#: The learned overhead moves in steps of this many tokens, and comes down only when the
-#: excess falls by more than a step or ``OVERHEAD_DROP_SHARE`` of it: a session's budget then
-#: changes a handful of times, not on every reading.
-OVERHEAD_STEP = 256
-OVERHEAD_DROP_SHARE = 0.10
-
-
-def learned_overhead(held: int, excess: int) -> int:
-    """The overhead to hold back after a reading showed ``excess`` over what was accounted.
-
-    Raised at once to ``excess`` (rounded up to ``OVERHEAD_STEP``); lowered only when the
-    excess falls clearly below what is held. Never negative.
-    """
-    excess = max(0, excess)
-    stepped = -(-excess // OVERHEAD_STEP) * OVERHEAD_STEP
-    if stepped > held or held - excess > max(OVERHEAD_STEP, OVERHEAD_DROP_SHARE * held):
-        return stepped
-    return held
 
 
 class TokenMeter:
@@ -159,7 +145,7 @@ class TokenMeter:
         self._recent: tuple[int, ...] = ()
         self._pending_accounted: int | None = None
         self._pending_room: int | None = None
-        self._learned = 0
+        self._learned = LearnedOverhead()
         self._gate = ReadingGate()
 
     # -- readings -------------------------------------------------------------------
@@ -198,7 +184,9 @@ class TokenMeter:
         self._anchor = (estimate, reading)
         self._add_pair(estimate, reading, accounted)
         if accounted is not None:
-            self._learned = learned_overhead(self._learned, reading - accounted)
+            model = self._model  # a fitted slope above 1: the estimator's bias, no overhead
+            bias = model.to_real(estimate) - model.overhead - estimate if model.sloped else 0
+            self._learned = self._learned.after(reading - accounted, max(0, bias))
 
     def _add_pair(self, estimate: int, reading: int, carried: int | None) -> None:
         if estimate == 0:
@@ -276,8 +264,13 @@ class TokenMeter:
     @property
     def learned_overhead(self) -> int:
         """Tokens the provider's readings showed beyond the view and the tool definitions
-        (injections, framing): held back from the budget in every meter mode."""
-        return self._learned
+        (injections, framing), the estimator's bias included."""
+        return self._learned.whole
+
+    def held_overhead(self, meter_mode: str) -> int:
+        """The learned overhead the budget holds back in ``meter_mode`` (``_learned_overhead``:
+        with ``actual`` the size model carries the estimator's bias, so it is left out)."""
+        return self._learned.held(meter_mode)
 
     @property
     def size_model(self) -> SizeModel:
@@ -327,7 +320,7 @@ class TokenMeter:
             model=self._model,
             recent=self._recent,
             pending_accounted=self._pending_accounted,
-            learned_overhead=self._learned,
+            learned=self._learned,
             carried=self._carried,
             pending_room=self._pending_room,
             gate=(self._gate.held, self._gate.rejections),
@@ -348,7 +341,7 @@ class TokenMeter:
         self._model = snapshot.model
         self._recent = snapshot.recent
         self._pending_accounted = snapshot.pending_accounted
-        self._learned = snapshot.learned_overhead
+        self._learned = snapshot.learned
         self._carried = snapshot.carried
         self._pending_room = snapshot.pending_room
         self._gate.held, self._gate.rejections = snapshot.gate

@@ -101,7 +101,7 @@ class Planner:
         ``meter`` supplies the learned overhead (none without one).
         """
         config = self.config
-        learned = 0 if meter is None else meter.learned_overhead
+        learned = 0 if meter is None else meter.held_overhead(config.token_meter)
 
         def held_back(model_name: str | None) -> tuple[int, int]:
             return self.tools.tokens(self.family(model_name)), learned

@@ -508,7 +508,9 @@ def test_the_replay_report_says_where_each_compaction_happened(tmp_path: Path) -
         "replay", str(transcript), "--max-tokens", str(BUDGET), "--no-escalate-at-turn-start"
     )
     assert not any(c["at_turn_start"] for c in off["compactions"])
-    text = " ".join(run("replay", str(transcript), "--max-tokens", str(BUDGET)).stdout.split())
+    text = " ".join(
+        run("replay", "--full", str(transcript), "--max-tokens", str(BUDGET)).stdout.split()
+    )
     assert "turn start" in text and "thinking lost" in text
 
 

@@ -399,10 +399,10 @@ def test_unusable_lines_are_named_and_the_rest_is_loaded(tmp_path: Path) -> None
     assert "lost" not in json.dumps(loaded.messages)
     assert_sendable(loaded.messages)
 
-    replayed = run("replay", str(path))
+    replayed = run("replay", "--full", str(path))
     assert replayed.exit_code == 0, replayed.stderr
     assert "skipped line 3: an assistant event without a 'message' object" in replayed.stderr
-    strict = run("replay", str(path), "--strict")
+    strict = run("replay", "--full", str(path), "--strict")
     assert strict.exit_code == 1
     assert "line 3: an assistant event without a 'message' object" in strict.stderr
     assert "internal error" not in replayed.stderr + strict.stderr
@@ -427,7 +427,7 @@ def test_a_log_with_no_message_says_what_it_held(tmp_path: Path) -> None:
     path = log.write(tmp_path / "s.jsonl")
     with pytest.raises(TranscriptError, match=r"1 sub-agent event\(s\) left out, 1 summary"):
         load_claude_code_log(path)
-    result_ = run("replay", str(path))
+    result_ = run("replay", "--full", str(path))
     assert result_.exit_code == 1
     assert "no user or assistant message of the main conversation" in result_.stderr
 
@@ -435,7 +435,7 @@ def test_a_log_with_no_message_says_what_it_held(tmp_path: Path) -> None:
 def test_an_unrecognised_file_lists_the_formats(tmp_path: Path) -> None:
     path = tmp_path / "other.jsonl"
     path.write_text('{"speaker": "me", "said": "hi"}\n', encoding="utf-8")
-    refused = run("replay", str(path))
+    refused = run("replay", "--full", str(path))
     assert refused.exit_code == 1
     for name in (
         "Amplifier transcript.jsonl",
@@ -451,7 +451,7 @@ def test_an_unrecognised_file_lists_the_formats(tmp_path: Path) -> None:
 
 def test_replay_reports_the_recorded_usage_per_request(tmp_path: Path) -> None:
     path = session_log().write(tmp_path / "s.jsonl")
-    result_ = wide("replay", str(path))
+    result_ = wide("replay", "--full", str(path))
     assert result_.exit_code == 0, result_.stderr
     out = result_.stdout
     assert out.startswith(f"Replayed {path}: claude-code, 6 messages")
@@ -506,9 +506,9 @@ def test_model_flag_wins_over_the_log(tmp_path: Path) -> None:
 def test_every_command_accepts_a_log(tmp_path: Path) -> None:
     path = str(session_log().write(tmp_path / "s.jsonl"))
     for args in (
-        ("replay", path, "--check"),
-        ("replay", path, "--requests"),
-        ("replay", path, "--overhead", "3000"),
+        ("replay", "--full", path, "--check"),
+        ("replay", "--full", path, "--requests"),
+        ("replay", "--full", path, "--overhead", "3000"),
         ("inspect", path, "--at", "2"),
         ("inspect", path, "--why", "1"),
         ("sweep", path, "--compact-threshold", "0.5,0.9"),
@@ -517,7 +517,7 @@ def test_every_command_accepts_a_log(tmp_path: Path) -> None:
         assert done.exit_code == 0, (args, done.stderr)
     view = run_json("inspect", path, "--at", "3")["view"]
     assert [m["role"] for m in view] == ["user", "assistant", "user", "assistant", "tool"]
-    given = wide("replay", path, "--overhead", "3000").stdout
+    given = wide("replay", "--full", path, "--overhead", "3000").stdout
     assert "--overhead 3,000 stands for them" in given
 
 
@@ -738,7 +738,7 @@ def test_a_damaged_log_is_refused_or_replayed_never_an_internal_error(
     try:
         loaded = load_claude_code_log(path)
     except TranscriptError:
-        refused = run("replay", str(path))
+        refused = run("replay", "--full", str(path))
         assert refused.exit_code == 1, refused.stderr
         return
     assert loaded.messages
@@ -776,7 +776,7 @@ def test_usage_after_the_views_part_from_the_log_is_kept_from_the_meter(tmp_path
     # out, a reading paired with them would show an overhead that is not there.
     path = long_session(100).write(tmp_path / "s.jsonl")
     document = run_json(
-        "replay", str(path), "--context-window", "40000", "--max-output-tokens", "4000"
+        "replay", "--full", str(path), "--context-window", "40000", "--max-output-tokens", "4000"
     )
     # Every ~22 requests, as the history grows back (fed every reading: 37, one per request
     # from the 64th on).
@@ -785,3 +785,14 @@ def test_usage_after_the_views_part_from_the_log_is_kept_from_the_meter(tmp_path
     assert len(withheld) == 1
     # Every reading still reaches the report.
     assert all(w["provider"] is not None for w in document["window_by_category"])
+
+
+def test_the_overhead_given_is_held_back_for_a_log_too(tmp_path: Path) -> None:
+    # --overhead stands for what the log does not hold: held back by the replayed budget for
+    # every format, as a bare transcript's is (it used to fill only the window table).
+    log = str(session_log().write(tmp_path / "s.jsonl"))
+    plain = json.loads(wide("replay", log, "--json").stdout)["budget"]
+    given = json.loads(wide("replay", log, "--overhead", "5000", "--json").stdout)["budget"]
+    assert plain["tool_definitions_tokens"] == 0
+    assert given["tool_definitions_tokens"] == 5_000
+    assert given["request_budget"] == plain["request_budget"]

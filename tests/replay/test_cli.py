@@ -72,8 +72,8 @@ def test_default_replay_reports_compactions() -> None:
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "built-in example session" in out
-    assert "128,000-token window" in out and "built-in example's default window" in out
-    assert "Summary" in out and "Compactions" in out and "Prefix-stable" in out
+    assert "Window 128,000 tokens (the built-in example's; see --context-window)" in out
+    assert "Compactions" in out and "Prefix-stable" in out and "--full" in out
     report = run_json("replay")
     assert report["summary"]["compactions"] >= 1
     assert report["summary"]["invalid_views"] == 0
@@ -121,7 +121,11 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
     assert all(r["prefix_stable"] for r in requests if not r["compacted"])
     assert summary["max_utilisation"] == max(r["utilisation"] for r in requests)
     assert summary["peak_view_tokens"] == max(r["view_tokens"] for r in requests)
-    assert summary["tokens_saved"] == sum(r["history_tokens"] - r["view_tokens"] for r in requests)
+    # What the view added (its system prompt, placeholders, the notice) is no history sent.
+    assert summary["tokens_saved"] == sum(
+        r["history_tokens"] - (r["view_tokens"] - r["system_prompt_tokens"] - r["added_tokens"])
+        for r in requests
+    )
     assert summary["history_tokens"] >= requests[-1]["history_tokens"]
     for r in requests:
         assert r["request_tokens"] == r["view_tokens"] + r["overhead_tokens"]
@@ -131,7 +135,9 @@ def test_json_report_has_documented_keys_and_consistent_numbers() -> None:
 
 
 def test_requests_table_and_example_options() -> None:
-    result = run("replay", *SMALL, "--seed", "3", "--context-window", "32000", "--requests")
+    result = run(
+        "replay", "--full", *SMALL, "--seed", "3", "--context-window", "32000", "--requests"
+    )
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "Requests" in out and "32,000-token window" in out
@@ -177,7 +183,7 @@ def _call_id_counts(path: Path) -> Counter[str]:
 @pytest.mark.skipif(not CORPUS_FILES, reason="../shared/corpus is not available")
 def test_corpus_compacts_somewhere() -> None:
     big = max(CORPUS_FILES, key=lambda p: p.stat().st_size)
-    result = run("replay", str(big), "--max-tokens", "8000")
+    result = run("replay", "--full", str(big), "--max-tokens", "8000")
     assert result.exit_code == 0, result.stderr
     assert run_json("replay", str(big), "--max-tokens", "8000")["summary"]["compactions"] >= 1
 
@@ -242,7 +248,7 @@ def test_inspect_past_the_end_is_one_line(tmp_path: Path) -> None:
 
 def test_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
-    assert_one_line_error(run("replay", str(missing)), "no such file", str(missing))
+    assert_one_line_error(run("replay", "--full", str(missing)), "no such file", str(missing))
 
 
 def test_non_json_line_is_reported_and_the_rest_replayed(tmp_path: Path) -> None:
@@ -257,13 +263,13 @@ def test_non_json_line_is_reported_and_the_rest_replayed(tmp_path: Path) -> None
 
 def test_strict_fails_on_the_bad_line(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "chat.jsonl", [*CHAT[:2], "{not json", *CHAT[2:]])
-    assert_one_line_error(run("replay", str(path), "--strict"), "line 3")
+    assert_one_line_error(run("replay", "--full", str(path), "--strict"), "line 3")
 
 
 def test_a_message_the_manager_rejects(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = LoadedTranscript([{"role": "user", "content": 42}], "openai-chat", [])
     monkeypatch.setattr(inputs_module, "load_transcript", lambda *a, **k: bad)
-    assert_one_line_error(run("replay", "whatever.jsonl"), "message 1", "rejected")
+    assert_one_line_error(run("replay", "--full", "whatever.jsonl"), "message 1", "rejected")
 
 
 async def test_replay_engine_refuses_a_bad_message() -> None:
@@ -391,7 +397,7 @@ def test_cli_says_when_the_host_check_was_not_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     path = write_jsonl(tmp_path / "chat.jsonl", CHAT)
-    shown = run("replay", str(path))
+    shown = run("replay", "--full", str(path))
     assert shown.exit_code == 0, shown.stderr
     shown_text = " ".join(shown.stdout.replace("│", " ").split())
     assert (
@@ -399,7 +405,7 @@ def test_cli_says_when_the_host_check_was_not_run(
         in shown_text
     )
     _without_host(monkeypatch)
-    result = run("replay", str(path))
+    result = run("replay", "--full", str(path))
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.replace("│", " ").split())
     assert "Valid views 2 / 2 (the module's own check only; amplifier-core's model not run: " \
@@ -427,7 +433,7 @@ def test_cli_says_when_the_host_check_was_not_run(
     ],
 )
 def test_invalid_option_values(args: list[str], needle: str, code: int) -> None:
-    assert_one_line_error(run("replay", *args, input=CHAT[0]), needle, code=code)
+    assert_one_line_error(run("replay", "--full", *args, input=CHAT[0]), needle, code=code)
 
 
 def test_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -435,7 +441,7 @@ def test_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
         raise RuntimeError("kaput\nsecond line")
 
     monkeypatch.setattr(cli_module, "replay", boom)
-    result = run("replay", *SMALL)
+    result = run("replay", "--full", *SMALL)
     assert result.exit_code == 3
     assert result.stderr.strip() == (
         "context-simple: internal error: RuntimeError: kaput second line "
@@ -450,7 +456,7 @@ def test_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_plot_writes_a_chart(tmp_path: Path, suffix: str) -> None:
     chart = tmp_path / f"replay{suffix}"
-    result = run("replay", *SMALL, "--context-window", "32000", "--plot", str(chart))
+    result = run("replay", "--full", *SMALL, "--context-window", "32000", "--plot", str(chart))
     assert result.exit_code == 0, result.stderr
     data = chart.read_bytes()
     assert data.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in data
@@ -462,13 +468,15 @@ def test_plot_without_matplotlib_is_a_clear_message(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes the import fail
     chart = tmp_path / "replay.png"
-    result = run("replay", "--plot", str(chart))
+    result = run("replay", "--full", "--plot", str(chart))
     assert_one_line_error(result, "matplotlib", "[plot]")
     assert result.stdout == "" and not chart.exists()
 
 
 def test_plot_rejects_other_formats(tmp_path: Path) -> None:
-    assert_one_line_error(run("replay", "--plot", str(tmp_path / "x.pdf")), ".png or .svg")
+    assert_one_line_error(
+        run("replay", "--full", "--plot", str(tmp_path / "x.pdf")), ".png or .svg"
+    )
 
 
 # --- packaging -----------------------------------------------------------------------------

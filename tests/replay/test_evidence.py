@@ -103,12 +103,14 @@ def test_a_shortened_result_loses_what_the_agent_then_used(tmp_path: Path) -> No
     assert all(e["first_loss_request"] is None for e in document["evidence_by_compaction"][1:])
     words = " ".join(
         CliRunner()
-        .invoke(app, ["replay", path, "--context-window", "12000"], env={"COLUMNS": "200"})
+        .invoke(
+            app, ["replay", "--full", path, "--context-window", "12000"], env={"COLUMNS": "200"}
+        )
         .stdout.replace("│", " ")
         .split()
     )
-    assert "Evidence in context (of what calls used) 50.0% (1 of 2 strings)" in words
-    assert "Evidence findable (in view or its map) 100.0% (2 of 2 strings)" in words
+    assert "Evidence in context 50.0% (1 of 2 strings)" in words
+    assert "Evidence findable 100.0% (2 of 2 strings)" in words
     assert f"compaction 1 (request 2) left out what request 4 then used: `{SECRET}`" in words
 
 

@@ -58,14 +58,14 @@ def copy_session(source: Path, target: Path) -> Path:
 
 def commands(directory: Path, tmp_path: Path) -> dict[str, list[str]]:
     found = {
-        "replay": ["replay", str(directory)],
-        "check": ["replay", str(directory), "--check"],
-        "requests": ["replay", str(directory), "--requests"],
+        "replay": ["replay", "--full", str(directory)],
+        "check": ["replay", "--full", str(directory), "--check"],
+        "requests": ["replay", "--full", str(directory), "--requests"],
         "json": ["replay", str(directory), "--json"],
         "inspect": ["inspect", str(directory), "--at", "1"],
     }
     if HAS_PLOT:
-        found["plot"] = ["replay", str(directory), "--plot", str(tmp_path / "chart.png")]
+        found["plot"] = ["replay", "--full", str(directory), "--plot", str(tmp_path / "chart.png")]
     return found
 
 
@@ -102,7 +102,7 @@ def check_cut(
 def test_a_self_made_session_cut_anywhere_gives_a_partial_report(tmp_path: Path) -> None:
     directory = make_session(tmp_path / "s", turns=2)
     data = (directory / EVENTS).read_bytes()
-    names = ["replay", "check", "requests", "json", "inspect", "plot"]
+    names = ["replay", "--full", "check", "requests", "json", "inspect", "plot"]
     partial = 0
     for label, left in cuts(data):
         document = check_cut(directory, left, label, names, tmp_path)
@@ -115,7 +115,7 @@ def test_a_cut_inside_a_request_says_which_requests_were_not_recorded(tmp_path: 
     lines = (directory / EVENTS).read_bytes().splitlines(keepends=True)
     # The config, request 1 and its response, then request 2 cut in its middle.
     (directory / EVENTS).write_bytes(b"".join(lines[:3]) + lines[3][:40])
-    result = run("replay", str(directory), "--check")
+    result = run("replay", "--full", str(directory), "--check")
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "Partial session: requests 2-4 of 4 were not recorded" in out
@@ -158,7 +158,7 @@ def test_an_events_file_without_requests_is_not_called_a_crash(tmp_path: Path) -
     directory = make_session(tmp_path / "s", turns=2)
     lines = (directory / EVENTS).read_bytes().splitlines(keepends=True)
     (directory / EVENTS).write_bytes(lines[0])  # the config only, whole
-    result = run("replay", str(directory))
+    result = run("replay", "--full", str(directory))
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "No request payload recorded: the events file has no llm:request event" in out
@@ -169,7 +169,7 @@ def test_an_events_file_without_requests_is_not_called_a_crash(tmp_path: Path) -
 
 def test_a_whole_session_is_not_partial(tmp_path: Path) -> None:
     directory = make_session(tmp_path / "s", turns=2)
-    result = run("replay", str(directory))
+    result = run("replay", "--full", str(directory))
     assert result.exit_code == 0 and "Partial session" not in result.stdout
     document = json.loads(run("replay", str(directory), "--json").stdout)
     assert document["summary"]["not_recorded_requests"] == []
@@ -180,7 +180,7 @@ def test_a_whole_session_is_not_partial(tmp_path: Path) -> None:
 def test_an_events_file_that_is_a_directory_is_named_not_ignored(tmp_path: Path) -> None:
     directory = make_session(tmp_path / "s", events_at=None)
     (directory / "events.jsonl").mkdir()
-    result = run("replay", str(directory))
+    result = run("replay", "--full", str(directory))
     assert result.exit_code == 0, result.stderr
     said = "events.jsonl is a directory, not an events file: ignored"
     assert said in result.stderr and said in " ".join(result.stdout.split())
@@ -232,6 +232,6 @@ def test_the_real_session_cut_inside_each_request_serves_every_command(tmp_path:
 def test_the_real_session_cut_at_every_line_and_inside_every_line(tmp_path: Path) -> None:
     directory = copy_session(REAL_SESSION, tmp_path / "s")
     data, _ = real_events()
-    names = ["replay", "check", "requests", "json", "inspect", "plot"]
+    names = ["replay", "--full", "check", "requests", "json", "inspect", "plot"]
     for label, left in cuts(data):
         check_cut(directory, left, label, names, tmp_path)

@@ -164,13 +164,15 @@ def test_check_exits_with_its_own_status_when_a_view_is_above_the_window(
     path = _write(tmp_path, [long_prompt, *CLEAN[1:]])
     # view + 12,000 requested output > 16,000.
     window = ["--context-window", "16000", "--max-output-tokens", "12000"]
-    result = runner.invoke(app, ["replay", path, *window, "--check"])
+    result = runner.invoke(app, ["replay", "--full", path, *window, "--check"])
     assert result.exit_code == CHECK_FAILED == 4, result.stderr
     assert "check failed: 2 of 2 view(s) would be refused; first, request 1: above the window" in (
         result.stderr
     )
     assert "Traceback" not in result.stderr
-    assert runner.invoke(app, ["replay", path, *window]).exit_code == 0  # only with --check
+    assert (
+        runner.invoke(app, ["replay", "--full", path, *window]).exit_code == 0
+    )  # only with --check
     report = json.loads(runner.invoke(app, ["replay", path, *window, "--json"]).stdout)
     assert report["refusals"]["refused_views"] == report["summary"]["refused_views"] == 2
     # The long prompt is over the budget too (4,000 once the output and the margin are held
@@ -178,7 +180,7 @@ def test_check_exits_with_its_own_status_when_a_view_is_above_the_window(
     assert report["summary"]["over_budget_requests"] == 2
     assert report["summary"]["refused_within_budget"] == 0
     fine = ["--context-window", "16000", "--max-output-tokens", "4000"]
-    assert runner.invoke(app, ["replay", path, *fine, "--check"]).exit_code == 0
+    assert runner.invoke(app, ["replay", "--full", path, *fine, "--check"]).exit_code == 0
 
 
 def test_a_window_too_small_for_the_output_is_the_providers_stricter_rule(tmp_path: Path) -> None:
@@ -191,10 +193,10 @@ def test_a_window_too_small_for_the_output_is_the_providers_stricter_rule(tmp_pa
     summary = report["summary"]
     assert summary["request_budget"] == 4_000 and summary["over_budget_requests"] == 0
     assert summary["refused_views"] == summary["refused_within_budget"] == 2
-    result = runner.invoke(app, ["replay", path, *window, "--check"])
+    result = runner.invoke(app, ["replay", "--full", path, *window, "--check"])
     assert result.exit_code == CHECK_FAILED
     assert "the budget held back 11,000)" in result.stderr
-    text = " ".join(runner.invoke(app, ["replay", path, *window]).stdout.split())
+    text = " ".join(runner.invoke(app, ["replay", "--full", path, *window]).stdout.split())
     assert "held back 11,000 (the budget keeps a quarter of the window for the input)" in text
 
 
@@ -209,7 +211,7 @@ class _DuplicatedResult(SimpleContextManager):
 def test_check_fails_on_an_invalid_view(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     path = _write(tmp_path, CLEAN)
     monkeypatch.setattr(engine_module, "SimpleContextManager", _DuplicatedResult)
-    result = runner.invoke(app, ["replay", path, "--check"])
+    result = runner.invoke(app, ["replay", "--full", path, "--check"])
     assert result.exit_code == CHECK_FAILED, (result.stdout, result.stderr)
     assert "first, request 2: invalid:" in result.stderr
 
@@ -220,7 +222,7 @@ def test_a_reused_tool_id_passes_the_check_with_the_rename_among_the_repairs(
     messages = [{"role": "user", "content": "Twice."}, *_round("c1", "one"), *_round("c1", "two"),
                 {"role": "assistant", "content": "Done."}]  # fmt: skip
     path = _write(tmp_path, messages)
-    result = runner.invoke(app, ["replay", path, "--check"])
+    result = runner.invoke(app, ["replay", "--full", path, "--check"])
     assert result.exit_code == 0, result.stderr
     assert "id-renamed in 1 view(s)" in " ".join(result.stdout.split())
     report = json.loads(runner.invoke(app, ["replay", path, "--json"]).stdout)
@@ -248,11 +250,11 @@ def test_the_headline_fits_80_columns() -> None:
 def test_check_on_the_recorded_session() -> None:
     # The recorded system prompt alone (~37,000 tokens) is more than a 30,000-token window.
     too_small = ["--context-window", "30000", "--max-output-tokens", "4000"]
-    result = runner.invoke(app, ["replay", str(SESSION), *too_small, "--check"])
+    result = runner.invoke(app, ["replay", "--full", str(SESSION), *too_small, "--check"])
     assert result.exit_code == CHECK_FAILED, result.stderr
     assert "9 of 9 view(s) would be refused; first, request 1: above the window" in result.stderr
     # On the window it ran on (1,000,000, from the model table) nothing is refused.
-    clean = runner.invoke(app, ["replay", str(SESSION), "--check"])
+    clean = runner.invoke(app, ["replay", "--full", str(SESSION), "--check"])
     assert clean.exit_code == 0, clean.stderr
     assert "none of 9 views" in " ".join(clean.stdout.split())
 
@@ -284,7 +286,7 @@ def _json(*args: str) -> dict[str, Any]:
 
 
 def _flat(*args: str) -> str:
-    result = runner.invoke(app, ["replay", *args])
+    result = runner.invoke(app, ["replay", "--full", *args])
     assert result.exit_code == 0, result.stderr
     return " ".join(result.stdout.split())
 
@@ -296,7 +298,7 @@ def test_the_summary_and_check_agree_on_the_example_at_200000_64000() -> None:
     assert summary["over_budget_requests"] == 0 == summary["refused_views"]
     assert summary["request_budget"] == 200_000 - 64_000 - 4_096
     assert 0.5 < summary["max_utilisation"] <= 1
-    assert runner.invoke(app, ["replay", *EXAMPLE_200K, "--check"]).exit_code == 0
+    assert runner.invoke(app, ["replay", "--full", *EXAMPLE_200K, "--check"]).exit_code == 0
     assert "│ 0 (above the window: 0) │" in _flat(*EXAMPLE_200K)  # Requests over the budget
 
 
@@ -308,7 +310,7 @@ def test_where_the_provider_reserves_more_output_than_the_budget_the_report_says
     summary = report["summary"]
     refused = summary["refused_views"]
     assert summary["over_budget_requests"] == 0 < refused == summary["refused_within_budget"]
-    checked = runner.invoke(app, ["replay", *args, "--check"])
+    checked = runner.invoke(app, ["replay", "--full", *args, "--check"])
     assert checked.exit_code == CHECK_FAILED
     assert "the budget held back 32,000)" in checked.stderr
     assert (
@@ -330,7 +332,7 @@ def test_the_summary_and_check_agree_on_the_recorded_session() -> None:
     assert summary["peak_view_tokens"] < 43_000
     assert summary["request_budget"] == 300_000
     assert summary["max_utilisation"] == round(summary["peak_request_tokens"] / 300_000, 4)
-    assert runner.invoke(app, ["replay", str(SESSION), "--check"]).exit_code == 0
+    assert runner.invoke(app, ["replay", "--full", str(SESSION), "--check"]).exit_code == 0
 
 
 @pytest.mark.skipif(not SESSION.is_dir(), reason="the shared session is not here")
@@ -346,5 +348,5 @@ def test_a_50000_cap_puts_the_recorded_requests_over_the_budget() -> None:
     assert summary["max_utilisation"] > 1.4
     # The provider's 1,000,000-token window takes them: here the cap is the stricter rule.
     assert summary["refused_views"] == 0
-    assert runner.invoke(app, ["replay", *args, "--check"]).exit_code == 0
+    assert runner.invoke(app, ["replay", "--full", *args, "--check"]).exit_code == 0
     assert "│ 9 (above the window: 0) │" in _flat(*args)  # Requests over the budget

@@ -66,7 +66,7 @@ def test_the_stand_in_for_the_overhead_is_priced_exactly_as_given(
 
 def test_the_overhead_given_is_held_back_by_the_replayed_budget() -> None:
     # The issue's case: ~30,000 tokens of tools beside the example's 128,000-token window.
-    checked = run("replay", *SMALL, "--overhead", "30000", "--check")
+    checked = run("replay", "--full", *SMALL, "--overhead", "30000", "--check")
     assert checked.exit_code == 0, checked.stderr
     document = run_json("replay", *SMALL, "--overhead", "30000")
     budget = document["budget"]
@@ -77,7 +77,7 @@ def test_the_overhead_given_is_held_back_by_the_replayed_budget() -> None:
     assert summary["peak_request_tokens"] <= summary["request_budget"]
     plain = run_json("replay", *SMALL)["budget"]
     assert plain["effective_budget"] == budget["effective_budget"] + 30_000
-    out = run("replay", *SMALL, "--overhead", "30000").stdout
+    out = run("replay", "--full", *SMALL, "--overhead", "30000").stdout
     assert "- 30,000 --overhead given - 0 learned overhead" in " ".join(out.split())
 
 
@@ -86,7 +86,7 @@ def test_a_bare_transcript_without_a_window_holds_the_overhead_back_too(tmp_path
     given_ = run_json("replay", path, "--overhead", "5000", "--max-tokens-fallback", "50000")
     assert given_["budget"]["effective_budget"] == 45_000
     assert given_["budget"]["request_budget"] == 50_000
-    text = " ".join(run("replay", path, "--overhead", "5000").stdout.split())
+    text = " ".join(run("replay", "--full", path, "--overhead", "5000").stdout.split())
     assert "less 5,000 --overhead given and 0 learned overhead" in text
 
 
@@ -103,7 +103,7 @@ def test_a_logs_whole_request_figures_are_the_recorded_usage(tmp_path: Path) -> 
     summary = document["summary"]
     assert summary["peak_request_tokens"] == 3295
     assert summary["max_utilisation"] == round(3295 / summary["request_budget"], 4)
-    out = " ".join(wide("replay", path).stdout.split())
+    out = " ".join(wide("replay", "--full", path).stdout.split())
     assert "Largest request (view + overhead) │ 3,295 tokens" in out
     assert "the summary's whole-request figures are built on it" in out
     swept = run_json("sweep", path, "--compact-threshold", "0.5,0.9")
@@ -206,7 +206,7 @@ def test_a_view_above_the_trigger_without_a_compaction_says_why() -> None:
     notice_tokens = notice["categories"]["compaction notice"]
     # The issue's case: above the trigger only by the notice the trigger does not compare.
     assert largest["view_tokens"] > trigger >= largest["view_tokens"] - notice_tokens
-    text = " ".join(run("replay").stdout.split())
+    text = " ".join(run("replay", "--full").stdout.split())
     assert (
         f"Request {largest['request']}'s view ({largest['view_tokens']:,} tokens) is above its "
         f"trigger ({trigger:,}) and did not compact: the trigger compares the view without its "
@@ -217,7 +217,7 @@ def test_a_view_above_the_trigger_without_a_compaction_says_why() -> None:
         max(r["view_tokens"] for r in calm["requests"] if not r["compacted"])
         < (calm["summary"]["trigger_tokens"])
     )
-    assert "did not compact" not in run("replay", *SMALL).stdout
+    assert "did not compact" not in run("replay", "--full", *SMALL).stdout
 
 
 # --- counts that count -----------------------------------------------------------------------
@@ -267,7 +267,9 @@ def test_usage_at_the_events_top_level_is_read_and_counted(tmp_path: Path) -> No
             e["data"] = {"model": e["data"]["model"]}
     none = run_json("replay", str(make_session(tmp_path / "none", events=bare)))
     assert none["source"]["recorded_readings"] == {"found": 0, "fed": 0, "withheld": 0}
-    out = " ".join(run("replay", str(make_session(tmp_path / "none2", events=bare))).stdout.split())
+    out = " ".join(
+        run("replay", "--full", str(make_session(tmp_path / "none2", events=bare))).stdout.split()
+    )
     assert "Recorded usage: 0 reading(s) found, 0 fed to the replay's meter" in out
 
 
@@ -276,7 +278,7 @@ def test_readings_fed_and_withheld_add_up_to_those_found(tmp_path: Path) -> None
     capped = run_json("replay", directory, "--max-tokens", "3000")
     readings = capped["source"]["recorded_readings"]
     assert readings["withheld"] > 0 and readings["fed"] + readings["withheld"] == readings["found"]
-    out = " ".join(run("replay", directory, "--max-tokens", "3000").stdout.split())
+    out = " ".join(run("replay", "--full", directory, "--max-tokens", "3000").stdout.split())
     assert (
         f"Recorded usage: {readings['found']} reading(s) found, {readings['fed']} fed to the "
         f"replay's meter ({readings['withheld']} not: see the note below)"
@@ -301,18 +303,18 @@ def test_model_sets_the_window_from_one_table_for_every_input(tmp_path: Path) ->
     assert from_flag["token_family"] == from_log["token_family"] == "claude3"
     example = run_json("replay", *SMALL, "--model", "gpt-4.1")["window"]
     assert example["context_window"] == 1_047_576  # the table's, not the example's default
-    assert run("replay", bare, "--model", model).stderr == ""
+    assert run("replay", "--full", bare, "--model", model).stderr == ""
 
 
 def test_an_unknown_model_is_named_in_a_warning(tmp_path: Path) -> None:
     bare = str(transcript(tmp_path))
-    done = run("replay", bare, "--model", "acme-llm-7")
+    done = run("replay", "--full", bare, "--model", "acme-llm-7")
     assert done.exit_code == 0
     warning = " ".join(done.stderr.split())
     assert warning.startswith("context-simple: warning: --model 'acme-llm-7' is not in the model")
     assert "no window is known; give --context-window" in warning
     assert "tokenizer family is unknown too" in warning
-    given_ = run("replay", bare, "--model", "acme-llm-7", "--context-window", "50000")
+    given_ = run("replay", "--full", bare, "--model", "acme-llm-7", "--context-window", "50000")
     assert "the window from the flag is used" in " ".join(given_.stderr.split())
 
 
@@ -326,17 +328,17 @@ def _warnings(stderr: str) -> list[str]:
 
 
 def test_a_target_at_or_above_the_trigger_is_named() -> None:
-    done = run("replay", *SMALL, "--target-usage", "0.9", "--compact-threshold", "0.5")
+    done = run("replay", "--full", *SMALL, "--target-usage", "0.9", "--compact-threshold", "0.5")
     assert done.exit_code == 0
     assert any(
         "--target-usage 0.9 is not below --compact-threshold 0.5" in w
         for w in _warnings(done.stderr)
     )
-    assert _warnings(run("replay", *SMALL, "--target-usage", "0.4").stderr) == []
+    assert _warnings(run("replay", "--full", *SMALL, "--target-usage", "0.4").stderr) == []
 
 
 def test_a_cap_below_every_request_is_named() -> None:
-    done = run("replay", *SMALL, "--max-tokens", "10")
+    done = run("replay", "--full", *SMALL, "--max-tokens", "10")
     document = run_json("replay", *SMALL, "--max-tokens", "10")
     smallest = min(r["request_tokens"] for r in document["requests"])
     assert document["summary"]["over_budget_requests"] == len(document["requests"])
@@ -366,7 +368,7 @@ def test_token_meter_actual_without_readings_says_so(tmp_path: Path) -> None:
     assert "no provider reading reached the meter" in said[0]
     # A log whose readings are fed: nothing to say.
     log = str(session_log().write(tmp_path / "s.jsonl"))
-    assert _warnings(run("replay", log, "--token-meter", "actual").stderr) == []
+    assert _warnings(run("replay", "--full", log, "--token-meter", "actual").stderr) == []
 
 
 # --- words -----------------------------------------------------------------------------------
@@ -379,7 +381,15 @@ def _help(*args: str) -> str:
 
 
 def test_flags_show_no_value_placeholder() -> None:
-    for command in ((), ("replay",), ("inspect",), ("sweep",)):
+    for command in (
+        (),
+        (
+            "replay",
+            "--full",
+        ),
+        ("inspect",),
+        ("sweep",),
+    ):
         text = _help(*command)
         assert "<bool>" not in text, command
         flag = "--version" if not command else "--help"
@@ -419,19 +429,23 @@ def test_the_truncation_marker_figure_has_separators(tmp_path: Path) -> None:
 
 def test_the_window_tables_explain_ours_and_the_overhead_given(tmp_path: Path) -> None:
     path = str(transcript(tmp_path))
-    text = " ".join(wide("replay", path, "--overhead", "3000").stdout.split())
+    text = " ".join(wide("replay", "--full", path, "--overhead", "3000").stdout.split())
     assert "ours: what the request held by the module's estimate" in text
     assert "overhead: the --overhead given, for what the transcript lacks" in text
     assert "overhead (given): the --overhead stated for what the transcript lacks" in text
-    plain = " ".join(wide("replay", path).stdout.split())
+    plain = " ".join(wide("replay", "--full", path).stdout.split())
     assert "ours: what the request held" in plain
-    log = " ".join(wide("replay", str(session_log().write(tmp_path / "s.jsonl"))).stdout.split())
+    log = " ".join(
+        wide("replay", "--full", str(session_log().write(tmp_path / "s.jsonl"))).stdout.split()
+    )
     assert "ours: what the request held" in log and "gap: ours - provider" in log
 
 
 def test_markers_are_explained_for_a_bare_transcript(tmp_path: Path) -> None:
     # A summary value may wrap inside its table cell: read the words, not the borders.
-    text = " ".join(wide("replay", str(transcript(tmp_path))).stdout.replace("│", " ").split())
+    text = " ".join(
+        wide("replay", "--full", str(transcript(tmp_path))).stdout.replace("│", " ").split()
+    )
     assert "if cached only" in text and "at the markers" in text
     assert "the replay puts them where Amplifier's provider does" in text
     assert "a bare transcript's views included" in text

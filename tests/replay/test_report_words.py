@@ -35,7 +35,7 @@ def test_the_final_level_is_the_last_listed_compactions() -> None:
     levels = [c["level"] for c in compactions]
     assert len(set(levels)) > 1 and levels[-1] != max(levels)  # the case that disagreed
     assert summary["final_level"] == levels[-1] and summary["deepest_level"] == max(levels)
-    out = wide("replay")
+    out = wide("replay", "--full")
     assert (
         f"Compactions {len(levels)} (the last at level {levels[-1]}, the deepest {max(levels)})"
         in out
@@ -43,7 +43,7 @@ def test_the_final_level_is_the_last_listed_compactions() -> None:
 
 
 def test_every_level_is_explained_under_the_compactions_table() -> None:
-    out = wide("replay")
+    out = wide("replay", "--full")
     legend = out[out.index("Levels: the ladder's rungs") :]
     legend = legend[: legend.index("A request's level is the deepest reached so far.")]
     assert out.index("Compactions view tokens") < out.index("Levels: the ladder's rungs")
@@ -72,7 +72,7 @@ def test_the_real_session_leaves_nothing_out() -> None:
 
 
 def test_a_sum_over_requests_says_it_is_one() -> None:
-    out = wide("replay")
+    out = wide("replay", "--full")
     summary = run_json("replay")["summary"]
     assert f"Tokens not sent, summed over requests {summary['tokens_saved']:,}" in out
     assert f"Tokens not sent, last request {summary['final_tokens_saved']:,}" in out
@@ -109,7 +109,7 @@ def test_a_calls_characters_are_its_arguments(tmp_path: Path) -> None:
 
 def test_where_a_request_differs_is_explained(tmp_path: Path) -> None:
     directory = make_session(tmp_path / "s", turns=2)
-    out = wide("replay", str(directory))
+    out = wide("replay", "--full", str(directory))
     assert (
         "differs at: where a request stops matching the one before (msg M.B: the payload's "
         "message M, its content block B, both 0-based; none: it extends it)" in out
@@ -123,7 +123,7 @@ def test_every_cache_break_cause_has_its_meaning() -> None:
 def test_the_terms_of_a_recorded_session_report_are_explained(tmp_path: Path) -> None:
     directory = str(make_recorded(tmp_path / "s"))
     report = run_json("replay", directory)
-    text = wide("replay", directory)
+    text = wide("replay", "--full", directory)
     causes = report["summary"]["cache_break_causes"]
     assert causes, "the made session's reminder moves, so its cache breaks"
     for cause in causes:

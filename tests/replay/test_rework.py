@@ -91,7 +91,7 @@ def test_a_claude_code_log_s_repeats_after_its_compaction(tmp_path: Path) -> Non
     assert found["usd"] == round(sum(tokens) * 1.25 * prices.base_per_mtok / 1e6, 6)
     # The command reports the same, in --json and in words.
     assert document["rework"] == found
-    words = " ".join(run("replay", str(tmp_path / "s.jsonl")).stdout.split())
+    words = " ".join(run("replay", "--full", str(tmp_path / "s.jsonl")).stdout.split())
     assert "Rework after the session's own compactions (claude-code compact_boundary): 2 " in words
     assert f"after request 4: 2 of 3 call(s) repeat earlier ones, {sum(tokens):,} tokens" in words
 

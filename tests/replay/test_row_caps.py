@@ -11,7 +11,7 @@ from amplifier_module_context_simple.replay.output.row_caps import COMPACTION_RO
 
 from .cli_runs import run_json
 
-LONG = ("replay", "--messages", "1500", "--context-window", "30000")
+LONG = ("replay", "--full", "--messages", "1500", "--context-window", "30000")
 """The built-in example on a small window: it compacts far more than COMPACTION_ROWS times."""
 
 

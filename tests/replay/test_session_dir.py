@@ -222,7 +222,7 @@ def test_unusable_events_lines_are_skipped_and_counted_or_fatal_when_strict(
     assert session.request_count == 4
     with pytest.raises(SessionError, match="line 2"):
         read_session(directory, strict=True)
-    result = run("replay", str(directory), "--strict")
+    result = run("replay", "--full", str(directory), "--strict")
     assert result.exit_code == 1 and "line 2" in result.stderr and "Traceback" not in result.stderr
     report = run_json("replay", str(directory))
     assert [s["line"] for s in report["source"]["skipped_event_lines"]] == [2, 3, 4]
@@ -282,7 +282,7 @@ def test_an_ambiguous_id_names_its_matches(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(SessionError, match="ambiguous") as caught:
         find_session("abc")
     assert "abc-1" in str(caught.value) and "abc-2" in str(caught.value)
-    result = run("replay", "abc")
+    result = run("replay", "--full", "abc")
     assert result.exit_code == 1 and "ambiguous" in result.stderr and "abc-2" in result.stderr
 
 
@@ -528,7 +528,7 @@ def test_the_real_session_replays_on_its_300000_cap_with_sources_named() -> None
     assert report["summary"]["budget"] == 300_000 - aside and report["summary"]["budget_capped"]
     assert report["source"]["recorded_match"] == {"recorded": 9, "replayed": 9, "matched": 9}
     assert report["source"]["ignored_config_keys"] == ["auto_compact"]
-    result = run("replay", str(REAL_SESSION))
+    result = run("replay", "--full", str(REAL_SESSION))
     assert "model table" in result.stdout and "session events" in result.stdout
     # The Budget line: the parts with the replay's figures, the first request's beside them.
     out = " ".join(result.stdout.split())
@@ -586,11 +586,11 @@ def test_the_resumes_a_session_made_are_counted_and_reported(tmp_path: Path) -> 
     assert read_session(directory).resumes == 2
     report = run_json("replay", str(directory))
     assert report["source"]["resumes"] == 2
-    out = run("replay", str(directory)).stdout
+    out = run("replay", "--full", str(directory)).stdout
     assert "Resumed 2 time(s)" in " ".join(out.split())
 
 
 def test_a_session_never_resumed_says_nothing_of_resumes(tmp_path: Path) -> None:
     directory = make_session(tmp_path / "s")
     assert read_session(directory).resumes == 0
-    assert "Resumed" not in run("replay", str(directory)).stdout
+    assert "Resumed" not in run("replay", "--full", str(directory)).stdout

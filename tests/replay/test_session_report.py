@@ -194,7 +194,7 @@ def test_the_budget_line_gives_the_parts_with_the_replay_figures(tmp_path: Path)
     assert last["effective_budget"] == 60_000 - tools - learned
     assert first["effective_budget"] == 60_000 - tools
     assert report["summary"]["request_budget"] == 60_000
-    out = " ".join(run("replay", session).stdout.split())
+    out = " ".join(run("replay", "--full", session).stdout.split())
     assert (
         f"Budget {last['effective_budget']:,} tokens for the messages at the last request = "
         "min(simulated 200,000-token window - 8,000 output held back - 4,096 margin, "
@@ -237,7 +237,7 @@ def test_without_injections_the_recorded_requests_extend_each_other(tmp_path: Pa
 def test_the_text_report_puts_the_recorded_cache_beside_the_replayed_views(
     tmp_path: Path,
 ) -> None:
-    result = run("replay", str(make_session(tmp_path / "s")))
+    result = run("replay", "--full", str(make_session(tmp_path / "s")))
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
     assert "Recorded cache breaks" in out and "4 (4 tail injection moved)" in out
@@ -255,7 +255,7 @@ def test_the_overhead_counts_when_judging_a_view_against_the_window(tmp_path: Pa
     assert view + 8_000 <= window < view + overhead + 8_000
     args = ["--context-window", str(window), "--max-output-tokens", "8000",
             "--compact-threshold", "1.0", "--no-notice", "--max-tokens", "999999"]  # fmt: skip
-    checked = run("replay", session, *args, "--check")
+    checked = run("replay", "--full", session, *args, "--check")
     assert checked.exit_code == 4, checked.stdout
     assert "overhead" in checked.stderr
     # Once readings show the overhead, the budget holds it back: nothing is left for the
@@ -291,8 +291,8 @@ def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
         "--context-window", str(view + 500 + 4_096 + 1), "--max-output-tokens", "1000",
         "--compact-threshold", "1.0", "--no-notice",
     ]  # fmt: skip
-    assert run("replay", str(path), *window, "--check").exit_code == 0
-    refused = run("replay", str(path), *window, "--overhead", "5000", "--check")
+    assert run("replay", "--full", str(path), *window, "--check").exit_code == 0
+    refused = run("replay", "--full", str(path), *window, "--overhead", "5000", "--check")
     assert refused.exit_code == 4
     # The summary counts the same whole request over the budget that --check refuses.
     plain_fit = run_json("replay", str(path), *window)["summary"]
@@ -300,7 +300,7 @@ def test_a_bare_transcript_counts_the_overhead_given(tmp_path: Path) -> None:
     assert plain_fit["over_budget_requests"] == 0
     above = sum(v["above_window"] for v in over["refusals"]["refused"])
     assert over["summary"]["over_budget_requests"] == above == len(over["requests"])
-    assert run("replay", str(path), "--overhead", "-1").exit_code != 0
+    assert run("replay", "--full", str(path), "--overhead", "-1").exit_code != 0
 
 
 @pytest.mark.skipif(not REAL_SESSION.is_dir(), reason="the recorded session is in ../shared")

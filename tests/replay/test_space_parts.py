@@ -114,7 +114,9 @@ def test_the_report_breaks_the_tools_and_the_system_prompt_down(tmp_path: Path) 
         "modes:context/b.md",
         "the prompt, before the context files",
     ]
-    text = CliRunner().invoke(app, ["replay", str(directory)], env={"COLUMNS": "120"}).stdout
+    text = (
+        CliRunner().invoke(app, ["replay", "--full", str(directory)], env={"COLUMNS": "120"}).stdout
+    )
     tools_table = text.split("tool definitions, per tool", 1)[1].split("system prompt, per", 1)[0]
     rows = [line.split() for line in tools_table.splitlines() if line.strip()]
     listed = [row[0] for row in rows if row and row[0] in {"delegate", "read_file", "bash"}]
@@ -131,7 +133,7 @@ def test_a_transcript_without_payload_has_no_parts(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
     last = run_json("replay", str(path), "--overhead", "500")["window_by_category"][-1]
     assert last["tool_definitions"] == [] == last["system_parts"]
-    assert "per tool" not in run("replay", str(path)).stdout
+    assert "per tool" not in run("replay", "--full", str(path)).stdout
 
 
 @pytest.mark.skipif(not REAL_SESSION.is_dir(), reason="needs ../shared (the recorded session)")

@@ -148,7 +148,7 @@ def example_json() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def example() -> dict[int, str]:
-    return {w: invoke(w, "replay", "--requests") for w in WIDTHS}
+    return {w: invoke(w, "replay", "--full", "--requests") for w in WIDTHS}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -213,7 +213,7 @@ def test_the_summary_labels_never_wrap(example: dict[int, str]) -> None:
 @needs_real
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_recorded_session_fits(width: int) -> None:
-    text = invoke(width, "replay", str(REAL), "--requests")
+    text = invoke(width, "replay", "--full", str(REAL), "--requests")
     document = as_json("replay", str(REAL))
     assert_fits(text, width)
     expected = {**TABLES, r"What the window held": ["system", "tools", *WINDOW]}
@@ -239,7 +239,7 @@ def test_the_recorded_session_fits(width: int) -> None:
 @needs_real
 @pytest.mark.parametrize("width", WIDTHS)
 def test_check_prints_the_refused_views_whole(width: int) -> None:
-    text = invoke(width, "replay", str(REAL), *SMALL_WINDOW, "--check", code=4)
+    text = invoke(width, "replay", "--full", str(REAL), *SMALL_WINDOW, "--check", code=4)
     document = as_json("replay", str(REAL), *SMALL_WINDOW, "--check", code=4)
     assert_fits(text, width)
     refused = assert_headers(text)[r"Refused views"]
@@ -250,7 +250,7 @@ def test_check_prints_the_refused_views_whole(width: int) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_check_on_the_example_fits(width: int) -> None:
-    text = invoke(width, "replay", "--check")
+    text = invoke(width, "replay", "--full", "--check")
     assert_fits(text, width)
     assert_headers(text)
 

@@ -6,6 +6,8 @@ The top of the tool: nothing in it is imported by the other subpackages.
   handling (console script).
 * ``options``: the options the commands share, declared once (the context-config ones are read
   from ``ContextConfig`` by the engine).
+* ``help_text``: a command's ``--help``, laid out by the tables' fitting rule (no option
+  name cut at any width).
 * ``inputs``: the options checked and the messages they name, and the recording they point
   at, loaded.
 """

@@ -58,6 +58,7 @@ from ..output.findings_output import (
     render_sweep,
     render_why,
 )
+from ..output.first_screen import FULL_FLAG, render_first_screen
 from ..output.json_text import json_text
 from ..output.output import render_report, render_view, stdout_console
 from ..output.plot import pyplot_for, write_plot
@@ -185,6 +186,14 @@ def replay_command(
         Path | None, typer.Option(help="Write a chart (.png or .svg); needs the plot extra.")
     ] = None,
     requests: Annotated[bool, typer.Option("--requests", help="Also list every request.")] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            FULL_FLAG,
+            help="The whole report: the settings, the budget arithmetic, the window, "
+            "compaction and drop tables, and the notes (default: the first screen).",
+        ),
+    ] = False,
     check: Annotated[
         bool,
         typer.Option(
@@ -209,11 +218,14 @@ def replay_command(
             typer.echo(json_text(report.as_json()))
         else:
             console = stdout_console()
-            render_report(console, report, show_requests=requests)
-            if report.requests:
-                render_drops(console, report)
-                render_evidence(console, report)
-                render_refusals(console, assess(report))
+            if full:
+                render_report(console, report, show_requests=requests)
+                if report.requests:
+                    render_drops(console, report)
+                    render_evidence(console, report)
+                    render_refusals(console, assess(report))
+            else:
+                render_first_screen(console, report, show_requests=requests)
     if pyplot is not None and plot is not None and report.requests:
         write_plot(pyplot, report, plot)
         typer.echo(f"context-simple: chart written to {plot}", err=True)

@@ -22,6 +22,7 @@ from typer.core import TyperCommand
 from ..engine.config_options import config_option_specs
 from ..provider.simulation import DEFAULT_MAX_OUTPUT, EXAMPLE_WINDOW
 from ..recordings.transcripts import ACCEPTED_LAYOUTS
+from .help_text import render_command_help
 from .inputs import EXAMPLE_MESSAGES, EXAMPLE_SEED, SharedOptions
 
 __all__ = ["FlagsBare", "bare_flags", "shared_options"]
@@ -191,3 +192,6 @@ class FlagsBare(TyperCommand):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return bare_flags(super().get_params(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        render_command_help(self, ctx)

@@ -119,18 +119,23 @@ async def replay(
     and the outcome carries its view; otherwise the whole conversation is replayed. Raises
     :class:`ReplayError` when the manager refuses a message. ``recorded``: the session's
     requests, matched to the replay's in order (see the module docstring). ``overhead``:
-    tokens every request carries beyond the view when no payload was recorded
-    (``session_analysis``); without ``recorded`` the replayed budget holds it back
-    (``given_overhead``).
+    tokens every request carries beyond the view: the replayed budget holds it back
+    (``given_overhead``) for every format, unless a recorded payload lists its tools (they
+    are held back instead); the window analysis counts it where no payload was recorded
+    (``session_analysis``).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
     recorder = _Recorder()
+    # Collecting from before the manager is built: its constructor warns about settings.
+    collector = _WarningCollector()
+    package_logger = logging.getLogger(_PACKAGE_LOGGER)
+    package_logger.addHandler(collector)
     manager = SimpleContextManager(**asdict(config), hooks=recorder)
     provider = SimulatedProvider(window) if window is not None else None
     family = config.token_family or family_for_model(window.model if window else None)
     report.token_family = family
-    if overhead and recorded is None:  # held back as mount holds back the mounted tools
+    if overhead:  # held back as mount holds back the mounted tools (a recorded tools list wins)
         manager.set_tool_definitions(stand_in_definitions(overhead, family))
     repairs: set[str] = set()  # distinct view_repairs entries: the same repair every view is one
     # id(history dict or what the view sends for it) -> tokens, from the manager's own index:
@@ -146,9 +151,6 @@ async def replay(
     evidence = EvidenceTracker(records=report.evidence)  # what the next message used, kept
     simulated = ReplayCache(family, known)  # the provider's cache over these views
     report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
-    collector = _WarningCollector()
-    package_logger = logging.getLogger(_PACKAGE_LOGGER)
-    package_logger.addHandler(collector)
     feed = RecordedFeed(recorded) if recorded is not None else None
     analysis = WindowAnalysis(
         family=family,
@@ -311,6 +313,7 @@ def _record(
         view_messages=len(view),
         view_tokens=view_tokens,
         system_prompt_tokens=sums.system_prompt,
+        added_tokens=sums.added,
         budget=effective,
         budget_event_source=str(budget.get("source", "")),
         utilisation=0.0,  # set once the request's overhead is known

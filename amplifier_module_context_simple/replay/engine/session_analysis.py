@@ -148,6 +148,8 @@ class WindowAnalysis:
             self._usage_only += 1
             found = self._given(view_tokens, notice_tokens, window)
             comparison = compare(found, recorded.usage)
+            if comparison is not None:  # room the provider counted that the log does not hold
+                found = replace(found, unlogged=max(0, -comparison.gap))
             if recorded.usage is not None:  # a synthetic message: no request reached the cache
                 self._cache.add(
                     request,

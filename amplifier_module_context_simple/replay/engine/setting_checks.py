@@ -28,7 +28,7 @@ def setting_warnings(report: ReplayReport) -> list[str]:
     """One line per nonsensical setting of ``report``'s replay (empty: none)."""
     config = report.config
     found: list[str] = []
-    if config.target_usage >= config.compact_threshold:
+    if config.target_not_below_trigger:
         found.append(
             f"--target-usage {config.target_usage} is not below --compact-threshold "
             f"{config.compact_threshold}: a compaction aims for a view no smaller than the one "

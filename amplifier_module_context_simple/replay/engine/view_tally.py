@@ -15,6 +15,7 @@ from typing import Any
 from ... import estimate_message_tokens
 from ..._invariants import shared_start
 from ..._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from ..findings.drops import is_notice
 
 __all__ = ["ViewSums", "ViewTally"]
 
@@ -31,6 +32,9 @@ class ViewSums:
     """Tokens of system messages that are in no history message (the prompt factory's)."""
     system_prompt_messages: int = 0
     """How many such messages the view has (they are not history, so none is "left out")."""
+    added: int = 0
+    """Tokens of what the view adds that is no history message and no system prompt: the
+    placeholder results for interrupted calls and the compaction notice."""
 
 
 class ViewTally:
@@ -46,9 +50,10 @@ class ViewTally:
         self._known = known
         self._view: list[Mapping[str, Any]] = []
         # Per message of the latest view: tokens, repaired, shortened, stubbed, system prompt
-        # tokens and system prompt messages (as ViewSums orders them), and each column's total.
-        self._columns: tuple[list[int], ...] = ([], [], [], [], [], [])
-        self._totals = [0, 0, 0, 0, 0, 0]
+        # tokens, system prompt messages and added tokens (as ViewSums orders them), and each
+        # column's total.
+        self._columns: tuple[list[int], ...] = ([], [], [], [], [], [], [])
+        self._totals = [0, 0, 0, 0, 0, 0, 0]
         # Estimates of rendered messages by identity (held, so an id cannot be reused): a
         # compacted view re-sends many messages of the views before it.
         self._estimates: dict[int, tuple[Mapping[str, Any], int]] = {}
@@ -77,6 +82,10 @@ class ViewTally:
                 for m, n in zip(added, tokens, strict=True)
             ],
             [m.get("role") == "system" and id(m) not in self._known for m in added],
+            [
+                n if m.get(REPAIRED_KEY) or is_notice(m) else 0
+                for m, n in zip(added, tokens, strict=True)
+            ],
         )
         for i, (column, values) in enumerate(zip(columns, figures, strict=True)):
             column[start:] = values

@@ -167,6 +167,10 @@ class RequestRecord:
     (what a provider's prompt cache can reuse)."""
     system_prompt_tokens: int = 0
     """Of ``view_tokens``, the system prompt the factory added (it is in no history message)."""
+    added_tokens: int = 0
+    """Of ``view_tokens``, what else the view added that is no history message: placeholder
+    results for interrupted calls and the compaction notice (counted apart from what was
+    not sent)."""
     overhead_tokens: int = 0
     """What the request carries besides the view: a recorded payload's tool definitions and
     ephemeral injections (the view has its system prompt), or a bare transcript's
@@ -195,8 +199,10 @@ class RequestRecord:
 
     @property
     def tokens_saved(self) -> int:
-        """History tokens the view did not send (its added system prompt is not a saving)."""
-        return self.history_tokens - (self.view_tokens - self.system_prompt_tokens)
+        """History tokens the view did not send: what it sent of the history is the view less
+        what it added (system prompt, placeholders, notice), so it is never negative."""
+        sent = self.view_tokens - self.system_prompt_tokens - self.added_tokens
+        return max(0, self.history_tokens - sent)
 
 
 @dataclass

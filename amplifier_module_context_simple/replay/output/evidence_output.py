@@ -30,19 +30,11 @@ def evidence_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         summary["evidence_kept_share"],
     )
     if share is None:
-        return [
-            (
-                "Evidence kept (of what the next calls used)",
-                "nothing the calls used came from earlier results or prompts",
-            )
-        ]
+        return [("Evidence in context", "nothing the calls used came from earlier results")]
     findable, findable_share = summary["evidence_findable"], summary["evidence_findable_share"]
     return [
-        ("Evidence in context (of what calls used)", _share(share, kept, used)),
-        (
-            "Evidence findable (in view or its map)",
-            _share(findable_share, findable, used),
-        ),
+        ("Evidence in context", _share(share, kept, used)),
+        ("Evidence findable", _share(findable_share, findable, used)),
     ]
 
 

@@ -18,6 +18,7 @@ from ..engine.sweep import SHARE_OF_WINDOW, SWEPT_KEYS, SweepRow
 from ..findings.drops import LEFT, Drop, PositionIndex, call_text, first_line
 from ..findings.records import not_recorded_check_text
 from ..findings.refusals import STORM_MIN, STREAK_MIN, RefusalReport
+from ..provider.replay_cache import PRICED_BASIS
 from .row_caps import largest, more_text
 from .table_fit import Cell, Column, Note, fit_table
 
@@ -232,8 +233,9 @@ def render_sweep(console: Console, rows: Sequence[SweepRow]) -> None:
         for r in sorted(rows, key=lambda row: row.priced_input_tokens)
     ]  # fmt: skip
     caption = (
-        "cheapest first. priced input: base-price tokens through a simulated 5-minute cache "
-        "(requests a minute apart), every message cached / only at the provider's markers; "
+        "cheapest first. priced input: base-price tokens of the replayed views through a "
+        "simulated 5-minute cache (requests a minute apart), every message cached / only at "
+        f"the provider's markers ({PRICED_BASIS}; replay also shows a log's recorded price); "
         "kept: share of the history's tokens a view sent; in context: of the strings the "
         "next calls used from earlier results and prompts, the share the views still showed; "
         "findable: the share they showed or named in the notice's map of what was left out; "

@@ -22,21 +22,23 @@ from ..findings.records import levels_text, not_recorded_text
 from ..findings.refusals import assess
 from .budget_text import budget_text, trigger_note
 from .evidence_output import evidence_rows
+from .report_rows import (
+    intro_line,
+    recorded_cost_rows,
+    simulated_cost_rows,
+    warnings_line,
+)
 from .row_caps import capped_rows, freed
 from .settings_text import render_settings
 from .table_fit import Column, fit_table
 from .window_report import render_window_report
 
-__all__ = ["render_report", "render_view", "stdout_console"]
+__all__ = ["render_report", "render_view", "requests_table", "stdout_console"]
 
 
 def render_report(console: Console, report: ReplayReport, *, show_requests: bool) -> None:
     s, src, n = report.summary(), report.source, len(report.requests)
-    skipped = len(src.get("skipped_lines", []))
-    console.print(
-        f"[bold]Replayed[/] {escape(str(src.get('name')))}: {src.get('format')}, "
-        f"{s['messages']:,} messages" + (f", {skipped} unusable line(s) skipped" if skipped else "")
-    )
+    console.print(intro_line(report))
     if n == 0:
         console.print("No assistant message, so no request was made: nothing to report.")
         return
@@ -69,8 +71,8 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         ("Tokens not sent, last request", f"{s['final_tokens_saved']:,}"),
         ("Tokens not sent, summed over requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views (replayed)", f"{s['prefix_stable_requests']:,} / {n:,}"),
-        *_cache_rows(s),
-        *_simulated_rows(s), *evidence_rows(s),
+        *recorded_cost_rows(report, s),
+        *simulated_cost_rows(report), *evidence_rows(s),
         ("Valid views", f"{n - s['invalid_views']:,} / {n:,}" + _host_note(s)),
         ("Requests over the budget", f"{s['over_budget_requests']:,}" + _refused_note(report)),
         ("Tool results cut on arrival", f"{s['ingress_truncations']:,}"),
@@ -99,62 +101,17 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
     else:
         console.print("No compaction: every view stayed under the trigger.")
     if show_requests:
-        console.print(_requests_table(report))
+        console.print(requests_table(report))
     bad = next((r for r in report.requests if not r.valid), None)
     if bad is not None:
         console.print(
             f"[red]First invalid view[/] (request {bad.request}): {escape(bad.violations[0])}"
         )
-    if report.warnings:
-        total = sum(report.warnings.values())
-        first = escape(next(iter(report.warnings)))
-        console.print(
-            f"[yellow]The manager logged {total} warning(s)[/] (all in --json); first: {first}"
-        )
+    warned = warnings_line(report)
+    if warned is not None:
+        console.print(warned)
     if not show_requests:
         console.print("[dim]Every request: --requests or --json. One view: inspect --at N.[/]")
-
-
-def _simulated_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The replayed views priced through a simulated provider cache."""
-    simulated = summary.get("simulated_cache")
-    if not simulated:
-        return []
-    share = simulated["read_share"]
-    dollars = simulated["input_usd"]
-    text = f"{simulated['priced_input_tokens']:,.0f} base-price tokens"
-    text += "" if dollars is None else f" (${dollars:,.2f})"
-    text += "" if share is None else f", {share:.1%} read from the cache"
-    text += f"; {simulated['priced_input_tokens_at_markers']:,.0f} if cached only at the markers"
-    if simulated["times_assumed"]:
-        text += " (requests counted a minute apart)"
-    return [("Replayed input, priced (simulated cache)", text)]
-
-
-def _cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The recorded session's cache, beside the replayed views' prefix stability."""
-    if "cache_breaks" not in summary:
-        return []
-    share = summary["cache_read_share"]
-    causes = ", ".join(f"{n} {c}" for c, n in summary["cache_break_causes"].items())
-    rows = [
-        ("Recorded input served from cache", "n/a" if share is None else f"{share:.1%}"),
-        (
-            "Recorded cache breaks",
-            f"{summary['cache_breaks']:,}" + (f" ({causes})" if causes else ""),
-        ),
-    ]
-    priced = summary.get("priced_input_tokens")
-    if priced is not None:
-        dollars = summary.get("input_usd")
-        caused = summary.get("break_cost_share")
-        text = f"{priced:,.0f} base-price tokens" + (
-            "" if dollars is None else f" (${dollars:,.2f})"
-        )
-        if caused is not None:
-            text += f"; the breaks caused {caused:.1%} of it"
-        rows.append(("Recorded input, priced", text))
-    return rows
 
 
 def _host_note(summary: dict[str, Any]) -> str:
@@ -290,7 +247,7 @@ def _compactions_table(report: ReplayReport) -> RenderableType:
     )
 
 
-def _requests_table(report: ReplayReport) -> RenderableType:
+def requests_table(report: ReplayReport) -> RenderableType:
     columns = [
         Column("request"), Column("history\nmsgs", drop=3), Column("history\ntok", drop=5),
         Column("view\nmsgs", drop=4), Column("view\ntok"), Column("request\ntok", drop=8),

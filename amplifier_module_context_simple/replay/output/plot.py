@@ -15,6 +15,7 @@ from typing import Any
 
 from ..engine.report import ReplayReport
 from ..errors import CliError
+from ..payloads.payload import NOT_IN_LOG
 
 __all__ = ["WindowSeries", "pyplot_for", "window_series", "write_plot"]
 
@@ -53,8 +54,11 @@ class WindowSeries:
 def window_series(report: ReplayReport) -> WindowSeries:
     """The categories of ``report.windows`` per request, with compactions and cache breaks."""
     entries = report.windows
-    labels = [label for label, _ in entries[0].window.categories()] if entries else []
-    categories = {label: [dict(e.window.categories())[label] for e in entries] for label in labels}
+    per_request = [dict(e.window.categories()) for e in entries]
+    # A category some requests lack (what a log left out, when the provider counted nothing
+    # beyond it) is 0 there; the order is the categories' own.
+    labels = list(dict.fromkeys(label for found in per_request for label in found))
+    categories = {label: [found.get(label, 0) for found in per_request] for label in labels}
     breaks = [r.number for r in report.cache.requests if r.is_break] if report.cache else []
     return WindowSeries(
         requests=[e.request for e in entries],
@@ -67,6 +71,7 @@ def window_series(report: ReplayReport) -> WindowSeries:
 
 _CATEGORY_COLOURS = {
     "system prompt": "#5f6368", "tool definitions": "#9aa0a6", "overhead (given)": "#9aa0a6",
+    NOT_IN_LOG: "#bdc1c6",
     "conversation messages": "#1a73e8", "ephemeral injections": "#e37400",
     "compaction notice": "#a142f4", "free space": "#e8f0fe", "kept back for output": "#fce8e6",
 }  # fmt: skip

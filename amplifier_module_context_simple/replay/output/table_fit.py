@@ -86,7 +86,7 @@ def fit_table(
     *,
     title: str | None = None,
     caption: str | None = None,
-    box: Box = boxes.SIMPLE_HEAD,
+    box: Box | None = boxes.SIMPLE_HEAD,
     section_ends: Collection[int] = (),
 ) -> _FittedTable:
     """The table, fitted when printed. ``section_ends``: indices of the rows a rule (or a
@@ -202,7 +202,7 @@ class _FittedTable:
         rows: list[list[Cell]],
         title: str | None,
         caption: str | None,
-        box: Box,
+        box: Box | None,
         section_ends: Collection[int],
     ) -> None:
         self.columns = columns

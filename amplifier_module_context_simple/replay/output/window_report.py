@@ -36,6 +36,7 @@ def render_window_report(console: Console, report: ReplayReport, *, show_request
         [e.comparison for e in shown],
         numbers=[e.request for e in shown],
         not_recorded={e.request for e in shown if not e.recorded},
+        window_known=report.window is not None,
     )
     if report.cache is not None:
         render_cache(console, report.cache, only_breaks=not every)

@@ -37,11 +37,13 @@ def render_window(
     *,
     numbers: Sequence[int] | None = None,
     not_recorded: set[int] | frozenset[int] = frozenset(),
+    window_known: bool = True,
 ) -> None:
     """Per request: the window by category, ours beside the provider's; then the last one.
 
     ``not_recorded``: the request numbers of a recorded session that have no payload (marked
-    ``*``; meaningful only beside recorded ones, whose columns they share)."""
+    ``*``; meaningful only beside recorded ones, whose columns they share). ``window_known``:
+    false when no window was simulated or recorded, and the figure is the fallback budget."""
     if not breakdowns:
         console.print("No request payload: nothing to break down.")
         return
@@ -52,8 +54,14 @@ def render_window(
     given = all(b.overhead is not None for b in breakdowns)
     marked = {n for n in not_recorded if not given}
     last = breakdowns[-1]
+    size = (
+        f"{last.context_window:,} tokens"
+        if window_known
+        else f"none known: its place is taken by the {last.context_window:,}-token budget "
+        "(max_tokens_fallback, a guess)"
+    )
     console.print(
-        f"[bold]Window[/]  {last.context_window:,} tokens; figures are the module's estimates "
+        f"[bold]Window[/]  {size}; figures are the module's estimates "
         f"(tokenizer family {last.family or 'none: conservative'}) over "
         + ("the transcript" if given else "each recorded request payload")
         + ", never scaled to the provider's figure"
@@ -82,10 +90,11 @@ def render_window(
     comparison_columns = (
         [Column("provider"), Column("gap", drop=4), Column("gap %", drop=6)] if provided else []
     )
+    unlogged = any(b.unlogged for b in breakdowns)
     columns = [
         Column("req"), *head, Column("msgs"), Column("injected", drop=5),
-        Column("notice", drop=1), Column("free", drop=3), Column("output", drop=2),
-        Column("ours"), *comparison_columns,
+        Column("notice", drop=1), *([Column("not in\nthe log")] if unlogged else []),
+        Column("free", drop=3), Column("output", drop=2), Column("ours"), *comparison_columns,
     ]  # fmt: skip
 
     rows: list[list[str]] = []
@@ -94,11 +103,17 @@ def render_window(
         label = f"{number}*" if number in marked else str(number)
         rows.append([
             label, *system, f"{b.conversation:,}", f"{b.injected:,}", f"{b.notice:,}",
-            f"{b.free:,}", f"{b.max_output:,}", f"{b.used:,}",
-            *(_gap(comparison) if provided else ()),
+            *([f"{b.unlogged:,}"] if unlogged else []), f"{b.free:,}", f"{b.max_output:,}",
+            f"{b.estimated:,}", *(_gap(comparison) if provided else ()),
         ])  # fmt: skip
     title = "What the window held, per request (tokens)"
     caption = "ours: what the request held by the module's estimate (the columns before free)"
+    if unlogged:
+        caption = (
+            "ours: what the request held by the module's estimate (the columns before free, "
+            "but not in the log); not in the log: what the provider counted beyond ours, the "
+            "system prompt and tools the log does not hold, never free space"
+        )
     if given:
         caption += "; overhead: the --overhead given, for what the transcript lacks"
     caption += (

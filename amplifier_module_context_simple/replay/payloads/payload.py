@@ -26,6 +26,7 @@ from .payload_match import Alignment, Injection, MessageMatch, align, payload_pa
 from .space_parts import Part, system_parts, tool_parts
 
 __all__ = [
+    "NOT_IN_LOG",
     "UsageComparison",
     "WindowBreakdown",
     "breakdown",
@@ -58,15 +59,24 @@ class WindowBreakdown:
     """Each tool definition with its own estimate, largest first (a recorded payload only)."""
     system_parts: tuple[Part, ...] = ()
     """The system prompt's recorded parts, largest first (a recorded payload only)."""
+    unlogged: int = 0
+    """What the provider counted beyond what a log holds (its system prompt, the agent's
+    tools): the recorded figure less ours, for a log with usage and no payload. It takes room
+    in the window, so it is never counted as free."""
 
     @property
     def injected(self) -> int:
         return sum(i.tokens for i in self.injections)
 
     @property
-    def used(self) -> int:
+    def estimated(self) -> int:
+        """What the request held by the module's estimate (``used`` less ``unlogged``)."""
         given = self.overhead or 0
         return self.system + self.tools + given + self.conversation + self.injected + self.notice
+
+    @property
+    def used(self) -> int:
+        return self.estimated + self.unlogged
 
     @property
     def free(self) -> int:
@@ -84,6 +94,8 @@ class WindowBreakdown:
             if self.overhead is None
             else [("overhead (given)", self.overhead)]
         )
+        if self.unlogged:
+            head.append((NOT_IN_LOG, self.unlogged))
         return [
             *head,
             ("conversation messages", self.conversation),
@@ -92,6 +104,10 @@ class WindowBreakdown:
             ("free space", self.free),
             ("kept back for output", self.max_output),
         ]
+
+
+NOT_IN_LOG = "not in the log: system prompt, tools"
+"""The category of what the provider counted that the log does not hold."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +145,8 @@ def compare(window: WindowBreakdown, usage: Any) -> UsageComparison | None:
     gross = usage_figure(usage, "input_tokens")
     if gross is None:
         return None
-    return UsageComparison(window.used, gross + (usage_figure(usage, "cache_write_tokens") or 0))
+    written = usage_figure(usage, "cache_write_tokens") or 0
+    return UsageComparison(window.estimated, gross + written)
 
 
 def breakdown(

@@ -29,7 +29,13 @@ from .cache_simulation import (
 )
 from .pricing import Prices, prices_for
 
-__all__ = ["ReplayCache", "SimulatedCost"]
+__all__ = ["PRICED_BASIS", "ReplayCache", "SimulatedCost"]
+
+PRICED_BASIS = (
+    "the replayed views and the tool definitions the budget held back, through a simulated "
+    "cache; what a log does not hold (its system prompt, the agent's tools) is not priced"
+)
+"""What the simulated price covers, said wherever it is printed beside the recorded one."""
 
 
 @dataclass(frozen=True)
