@@ -143,6 +143,7 @@ class Composer:
         view_tokens = scope.system_tokens + after.tokens
         at: int | None = None
         earlier: tuple[EarlierNotice, ...] = ()
+        ahead = False
         if self.in_place:
             shown = decisions.without(scope.retained) if scope.retained else decisions
             at = self._notice_position(scope, shown, stats)
@@ -150,12 +151,17 @@ class Composer:
                 # ``touched`` holds every position the escalation may have changed.
                 changed = min(step.touched)
                 earlier = self._still_standing(scope, shown, previous, in_force, changed, at)
+                # A new notice placed ahead of what it changed (a turn's opening prompt)
+                # would break the view before the change.
+                facts = self.index.facts
+                ahead = any(facts[q].in_body for q in shown.shown(at, changed))
         plain = self._notice(notice_figures(stats, decisions))[1]
         standing = sum(e.tokens for e in earlier)
-        if earlier and view_tokens + standing + plain > room:
+        if earlier and (ahead or view_tokens + standing + plain > room):
             if view_tokens + standing <= room or standing <= plain:
-                # No room for one more notice: those standing stay, and say what they said
-                # (also over the budget, where they take no more than a new one would).
+                # Those standing stay and say what they said, and this escalation adds none:
+                # one more would come ahead of what it changed, or there is no room for it
+                # (over the budget too, where they take no more than a new one would).
                 stats = replace(stats, notice_at=at, earlier_notices=earlier, restated=False)
                 return stats.with_notice(standing, len(earlier))
             # No room for all that stood before: the newest of them merge into the new one.
@@ -181,10 +187,9 @@ class Composer:
         at: int,
     ) -> tuple[EarlierNotice, ...]:
         """The notices in force that this escalation, changing nothing before ``changed``,
-        leaves standing where they are: each with a shown message it did not change between
-        it and the change, so that the view up to there stays the same bytes. (Where the
-        message right after a notice changes, the view breaks there anyway, and the notice
-        merges into the new one.)"""
+        leaves standing where they are: the view up to each, and the message after it, stay
+        the same bytes. (Where the message right after a notice changes, the view breaks
+        there anyway, and the notice merges into the new one.)"""
         notices = list(in_force.earlier_notices)
         if (
             in_force.restated
@@ -194,11 +199,18 @@ class Composer:
             latest = self._notice(notice_figures(in_force, previous))
             notices.append(EarlierNotice(in_force.notice_at, *latest))
         facts = self.index.facts
+
+        def followed_unchanged(position: int) -> bool:
+            # What followed the notice (in the view before, or since) must still follow it
+            # unchanged; where that changed, the view breaks right after the notice anyway.
+            shown_after = previous.shown(position, len(facts))
+            after = next((q for q in shown_after if facts[q].in_body), None)
+            return after is None or after < changed
+
         kept = [
             notice
             for notice in notices
-            if notice.position <= min(changed, at)
-            and any(facts[p].in_body for p in shown.shown(notice.position, changed))
+            if notice.position <= min(changed, at) and followed_unchanged(notice.position)
         ]
         return tuple(kept[:_MOST_STANDING])
 

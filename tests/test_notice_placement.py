@@ -87,7 +87,8 @@ def test_in_place_views_extend_the_previous_request_whole_between_escalations(
     for number, (view, history, escalated) in enumerate(requests):
         assert check_view(view, history=history) == [], number
         assert provider_violations(view, history=history, thinking=thinking) == [], number
-        assert sum(map(is_notice, view)) <= 1
+        # The latest notice, and at most two earlier ones that still stand where they stood.
+        assert sum(map(is_notice, view)) <= 3
         if view and is_notice(view[-1]):
             assert len(view) > 1 and view[-2]["role"] in ("user", "tool"), "never after a call"
         if previous is not None and not escalated:
