@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import CliError
+from .agent_homes import AgentSession, find_by_id, folder_sessions, is_sub_agent_log
 from .claude_code_log import is_claude_code_log
+from .cline_task import HISTORY_NAME
 from .session_dir import EVENTS_NAME, SESSIONS_GLOB, SessionError, find_session
 from .transcripts import ACCEPTED_LAYOUTS, TRANSCRIPT_NAME
 
@@ -39,6 +41,8 @@ class Located:
 
     name: str
     notes: tuple[str, ...] = ()
+    session: str | None = None
+    """Which session of the file ``name`` holds many (an OpenCode database)."""
 
 
 def locate(source: str) -> Located:
@@ -61,6 +65,8 @@ def locate(source: str) -> Located:
     except SessionError as exc:
         amplifier, ambiguous = None, str(exc)
     found = _claude_code_ids(source)
+    if amplifier is None and not found and not ambiguous:
+        return _agent_id(source)
     also = f"; {len(found)} Claude Code log(s) match too" if found else ""
     if ambiguous:
         raise CliError(ambiguous + also)
@@ -85,7 +91,7 @@ def locate(source: str) -> Located:
 def claude_code_logs(folder: Path) -> list[Path]:
     """The Claude Code session logs directly in ``folder``, newest first (by modification
     time, then name)."""
-    logs = [p for p in folder.glob("*.jsonl") if is_claude_code_log(p)]
+    logs = [p for p in folder.glob("*.jsonl") if not is_sub_agent_log(p) and is_claude_code_log(p)]
     return sorted(logs, key=lambda p: (-p.stat().st_mtime, p.name))
 
 
@@ -110,6 +116,13 @@ def _directory(path: Path) -> Located:
     logs = claude_code_logs(path)
     if logs:
         return Located(str(logs[0]), (_listing(path, logs),))
+    if (path / HISTORY_NAME).is_file():
+        return Located(str(path))  # a Cline task folder
+    sessions = folder_sessions(path)
+    if sessions:
+        return Located(
+            str(sessions[0].path), (_agent_listing(path, sessions),), sessions[0].session
+        )
     held = (
         " (it holds an events.jsonl but no transcript.jsonl)"
         if (path / EVENTS_NAME).is_file()
@@ -127,6 +140,15 @@ def _listing(folder: Path, logs: list[Path]) -> str:
         f"{folder} is a Claude Code project folder with {len(logs)} session log(s), newest "
         f"first: {shown}{more}. Replaying the newest, {logs[0].stem}; name another as "
         f"{folder}/<session id> (the start of the id is enough)"
+    )
+
+
+def _agent_listing(folder: Path, sessions: list[AgentSession]) -> str:
+    shown = "; ".join(s.name for s in sessions[:SHOWN_LOGS])
+    more = f"; {len(sessions) - SHOWN_LOGS} more" if len(sessions) > SHOWN_LOGS else ""
+    return (
+        f"{folder} holds {len(sessions)} agent session(s), newest first: {shown}{more}. "
+        f"Replaying the newest, {sessions[0].name}; name another by its session id"
     )
 
 
@@ -158,4 +180,17 @@ def _claude_code_ids(session_id: str) -> list[Path]:
     exact = [p for p in logs if p.stem == session_id]
     # An exact id wins over longer ids it begins; otherwise a prefix, as for Amplifier ids.
     matches = exact or [p for p in logs if p.stem.startswith(session_id)]
-    return [p for p in matches if is_claude_code_log(p)]
+    return [p for p in matches if not is_sub_agent_log(p) and is_claude_code_log(p)]
+
+
+def _agent_id(session_id: str) -> Located:
+    """A session id looked up in the other agents' homes (Codex, Pi, Cline, OpenCode)."""
+    found = find_by_id(session_id)
+    if len(found) > 1:
+        names = ", ".join(str(s.path) + (f" {s.session}" if s.session else "") for s in found)
+        raise CliError(
+            f"session id {session_id!r} is ambiguous: {len(found)} sessions match: {names}"
+        )
+    if found:
+        return Located(str(found[0].path), session=found[0].session)
+    return Located(session_id)
