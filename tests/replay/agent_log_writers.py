@@ -29,7 +29,8 @@ def _lines(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def codex(path: Path, usages: list[Usage]) -> Path:
+def codex(path: Path, usages: list[Usage], *, compact_after: int | None = None) -> Path:
+    """A Codex rollout; ``compact_after``: Codex compacted after that many calls."""
     stamp = "2026-01-25T10:32:00.000Z"
     rows: list[dict[str, Any]] = [
         {"timestamp": stamp, "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}},
@@ -63,11 +64,22 @@ def codex(path: Path, usages: list[Usage]) -> Path:
             rows.append({"timestamp": stamp, "type": "response_item",
                          "payload": {"type": "function_call_output", "call_id": f"call_{n}",
                                      "output": f"contents of file{n}\n" * 20}})  # fmt: skip
+        if n == compact_after:
+            rows.append({"timestamp": stamp, "type": "compacted",
+                         "payload": {"message": "Summary: files read so far."}})  # fmt: skip
     return _lines(path, rows)
 
 
-def pi(path: Path, usages: list[Usage], *, branch: bool = True) -> Path:
-    """A Pi session; ``branch``: with an abandoned answer (a bigger request) off its prompt."""
+def pi(
+    path: Path,
+    usages: list[Usage],
+    *,
+    branch: bool = True,
+    compact_after: int | None = None,
+    tokens_before: int = 0,
+) -> Path:
+    """A Pi session; ``branch``: with an abandoned answer (a bigger request) off its prompt;
+    ``compact_after``: Pi compacted after that many calls (``tokens_before`` its context)."""
     rows: list[dict[str, Any]] = [
         {"type": "session", "version": 3, "id": "sess", "timestamp": "2026-02-03T22:02:17Z"},
         {"type": "model_change", "id": "m0", "parentId": None, "modelId": MODEL},
@@ -89,6 +101,11 @@ def pi(path: Path, usages: list[Usage], *, branch: bool = True) -> Path:
                              "content": [{"type": "text", "text": f"file {n}\n" * 20}]}}
             )  # fmt: skip
             parent = f"r{n}"
+        if n == compact_after:
+            rows.append({"type": "compaction", "id": f"c{n}", "parentId": parent,
+                         "summary": "Summary: files read so far.", "firstKeptEntryId": parent,
+                         "tokensBefore": tokens_before})  # fmt: skip
+            parent = f"c{n}"
     return _lines(path, rows)
 
 

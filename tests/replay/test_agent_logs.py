@@ -249,5 +249,47 @@ def test_every_native_log_replays_with_the_figures_it_records(path: Path) -> Non
     assert summary["requests"] == requests
     # Where anything was compacted (by the replay or by the agent itself) the largest request
     # is the replay's own figure, not the log's.
-    if not document["compactions"] and not document["source"]["recorded_compactions"]:
+    if not document["compactions"] and not document["rework"]["recorded"]:
         assert summary["peak_request_tokens"] == largest
+
+
+# --- the agent's own compactions ---------------------------------------------------------------
+
+
+def test_a_claude_code_log_that_ends_on_its_compaction_shows_it(tmp_path: Path) -> None:
+    from .test_claude_code_log import Log, usage_of
+
+    path = (
+        Log()
+        .user("hi")
+        .response("msg_1", {"type": "text", "text": "hello"}, usage=usage_of(10, 0, 0, 5))
+        .other("system", subtype="compact_boundary", content="Conversation compacted",
+               compactMetadata={"trigger": "manual", "preTokens": 15_808})
+        .user("Summary: said hello.", isCompactSummary=True)
+        .write(tmp_path / "s.jsonl")
+    )  # fmt: skip
+    rework = run_json("replay", str(path))["rework"]
+    assert [(c["after_request"], c["trigger"], c["tokens_before"]) for c in rework["recorded"]] == [
+        (1, "manual", 15_808)
+    ]
+    assert rework["spans"] == []
+    words = " ".join(run("replay", str(path)).stdout.split())
+    assert "The agent's own compactions (claude-code compact_boundary): 1" in words
+    assert "after request 1: manual, 15,808 tokens before" in words
+
+
+@pytest.mark.parametrize("kind", ["codex", "pi"])
+def test_codex_and_pi_compactions_are_the_recordings_own(tmp_path: Path, kind: str) -> None:
+    usages = [(3000, 0, 5), (3100, 0, 5), (3200, 0, 5), (3300, 0, 5)]
+    if kind == "codex":
+        path = write.codex(tmp_path / "rollout.jsonl", usages, compact_after=2)
+    else:
+        path = write.pi(tmp_path / "pi.jsonl", usages, compact_after=2, tokens_before=9_999)
+    document = run_json("replay", str(path))
+    rework = document["rework"]
+    (recorded,) = rework["recorded"]
+    assert recorded["after_request"] == 2
+    assert recorded["tokens_before"] == (9_999 if kind == "pi" else usages[1][0] + usages[1][2])
+    # The first request after it is where its rework is counted from.
+    assert [span["request"] for span in rework["spans"]] == [3]
+    assert document["summary"]["requests"] == len(usages)

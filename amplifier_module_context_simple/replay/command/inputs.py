@@ -30,7 +30,6 @@ from ..engine.session_settings import describe_settings, resolve_settings
 from ..errors import CliError, one_line
 from ..findings.rework import (
     FROM_EVENTS,
-    FROM_LOG,
     Rework,
     events_compactions,
     find_rework,
@@ -112,13 +111,16 @@ class ReplayInput:
         """Calls repeated after the recording's own compactions (``None``: it records none
         it could have made: a bare transcript, or a session without an events file)."""
         model = self.window.model if self.window is not None else None
+        recorded = self.log.compactions if self.log is not None else []
         if self.log is not None:
-            found, source = log_compactions(self.log), FROM_LOG
+            found, source = log_compactions(self.log), self.log.compaction_mark
         elif self.session is not None and self.session.events is not None:
             found, source = events_compactions(self.session.events), FROM_EVENTS
         else:
             return None
-        return find_rework(self.messages, found, source=source, family=family, model=model)
+        return find_rework(
+            self.messages, found, source=source, family=family, model=model, recorded=recorded
+        )
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
@@ -317,7 +319,6 @@ def _log_source(log: LoadedLog, label: str) -> dict[str, Any]:
         "messages": len(log.messages),
         "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in log.skipped],
         "recorded_requests": log.request_count,
-        "recorded_compactions": [c.as_json() for c in log.compactions],
         "session_notes": list(log.notes),
     }
 

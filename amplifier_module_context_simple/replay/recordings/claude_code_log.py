@@ -45,6 +45,7 @@ from .session_dir import RecordedUsage
 from .transcripts import LineError, TranscriptError, normalise_tool_call
 
 __all__ = [
+    "COMPACTION_MARK",
     "FORMAT",
     "LoadedLog",
     "content_blocks",
@@ -60,6 +61,8 @@ __all__ = [
 
 FORMAT = "claude-code"
 COMPACT_BOUNDARY = "compact_boundary"
+COMPACTION_MARK = f"{FORMAT} {COMPACT_BOUNDARY}"
+"""What marks Claude Code's own compactions, as the report names it."""
 SYNTHETIC_MODEL = "<synthetic>"
 _MESSAGE_TYPES = frozenset({"user", "assistant"})
 _EVENT_KEYS = frozenset({"sessionId", "uuid", "parentUuid", "leafUuid", "isSidechain"})
@@ -159,6 +162,7 @@ def _load(lines: Iterable[bytes | str], label: str, *, strict: bool) -> LoadedLo
         _wire=reader.wire,
         format=FORMAT,
         compactions=reader.compactions,
+        compaction_mark=COMPACTION_MARK,
     )
 
 

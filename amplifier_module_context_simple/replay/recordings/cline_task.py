@@ -24,6 +24,7 @@ from .transcripts import TranscriptError
 __all__ = ["FORMAT", "HISTORY_NAME", "METADATA_NAME", "cline_problem", "load_cline_task"]
 
 FORMAT = "cline"
+COMPACTION_MARK = f"{FORMAT} (its history marks none)"
 HISTORY_NAME = "api_conversation_history.json"
 METADATA_NAME = "task_metadata.json"
 
@@ -58,7 +59,7 @@ def load_cline_task(history: object, label: str, metadata: Path | None = None) -
             f"{reader.text_results} call result(s) Cline sent as text ([tool] Result:) read as "
             "those calls' results"
         )
-    return reader.log.build(format=FORMAT, notes=notes)
+    return reader.log.build(format=FORMAT, compaction_mark=COMPACTION_MARK, notes=notes)
 
 
 def _metadata_model(path: Path | None) -> str | None:

@@ -30,6 +30,7 @@ from .transcripts import LineError, TranscriptError, normalise_tool_call
 __all__ = ["FORMAT", "codex_problem", "load_codex_log"]
 
 FORMAT = "codex"
+COMPACTION_MARK = f"{FORMAT} compacted lines"
 _KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -55,7 +56,12 @@ def load_codex_log(lines: Iterable[bytes | str], label: str) -> LoadedLog:
     reader.flush(None)
     if not reader.log.messages:
         raise TranscriptError(f"{label} is a Codex rollout with no message")
-    return reader.log.build(format=FORMAT, notes=reader.notes(), context_window=reader.window)
+    return reader.log.build(
+        format=FORMAT,
+        compaction_mark=COMPACTION_MARK,
+        notes=reader.notes(),
+        context_window=reader.window,
+    )
 
 
 class _Reader:

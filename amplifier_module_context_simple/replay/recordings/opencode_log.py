@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 FORMAT = "opencode"
+COMPACTION_MARK = f"{FORMAT} compaction parts"
 DATABASE_NAME = "opencode.db"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -122,6 +123,7 @@ def _read(messages: list[dict[str, Any]], label: str, *, note: str) -> LoadedLog
         raise TranscriptError(f"{label} is an OpenCode session with no message")
     return reader.log.build(
         format=FORMAT,
+        compaction_mark=COMPACTION_MARK,
         notes=[
             f"{note} records no system prompt and no tool definitions: the window figures "
             "are the replayed views'"

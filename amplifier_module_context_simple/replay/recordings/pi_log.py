@@ -24,6 +24,7 @@ from .transcripts import LineError, TranscriptError, normalise_tool_call
 __all__ = ["FORMAT", "load_pi_log", "pi_problem"]
 
 FORMAT = "pi"
+COMPACTION_MARK = f"{FORMAT} compaction entries"
 
 
 def pi_problem(head: list[dict[str, Any]]) -> str:
@@ -55,7 +56,9 @@ def load_pi_log(lines: Iterable[bytes | str], label: str) -> LoadedLog:
             "its last) holds no message"
         )
     branches = len(entries) - len(path)
-    return reader.log.build(format=FORMAT, notes=reader.notes(branches))
+    return reader.log.build(
+        format=FORMAT, compaction_mark=COMPACTION_MARK, notes=reader.notes(branches)
+    )
 
 
 def _branch(entries: dict[str, dict[str, Any]], last: str | None) -> list[dict[str, Any]]:

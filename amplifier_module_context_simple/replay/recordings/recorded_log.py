@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from .session_dir import RecordedRequest, RecordedUsage
-from .transcripts import LineError
+from .transcripts import TOO_DEEP, LineError
 
 __all__ = [
     "LoadedLog",
@@ -84,6 +84,8 @@ class LoadedLog:
     context_window: int | None = None
     """The window the log records for its model (Codex's ``model_context_window``)."""
     compactions: list[LogCompaction] = field(default_factory=list[LogCompaction])
+    compaction_mark: str = ""
+    """What marks the agent's own compactions in this format, as the report names it."""
 
     def requests(self) -> Iterator[RecordedRequest]:
         """One recorded request per assistant message, in order: its model, its usage (None
@@ -149,7 +151,12 @@ class LogBuilder:
         self.segment = len(self.messages)
 
     def build(
-        self, *, format: str, notes: list[str], context_window: int | None = None
+        self,
+        *,
+        format: str,
+        notes: list[str],
+        compaction_mark: str,
+        context_window: int | None = None,
     ) -> LoadedLog:
         return LoadedLog(
             messages=self.messages,
@@ -162,6 +169,7 @@ class LogBuilder:
             format=format,
             context_window=context_window,
             compactions=self.compactions,
+            compaction_mark=compaction_mark,
         )
 
 
@@ -208,7 +216,7 @@ def parse_json(text: bytes | str) -> tuple[object, str]:
     except UnicodeDecodeError:
         return None, "not valid UTF-8"
     except RecursionError:
-        return None, "JSON nested too deep to read"
+        return None, TOO_DEEP
     except ValueError as exc:
         return None, f"invalid JSON: {getattr(exc, 'msg', exc)}"
 
