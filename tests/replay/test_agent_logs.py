@@ -293,3 +293,36 @@ def test_codex_and_pi_compactions_are_the_recordings_own(tmp_path: Path, kind: s
     # The first request after it is where its rework is counted from.
     assert [span["request"] for span in rework["spans"]] == [3]
     assert document["summary"]["requests"] == len(usages)
+
+
+# --- sub-agents ---------------------------------------------------------------------------------
+
+
+def test_a_sub_agents_requests_have_their_own_rows_and_count_in_the_totals(
+    tmp_path: Path,
+) -> None:
+    from .test_claude_code_log import Log, usage_of
+
+    path = (
+        Log()
+        .user("hi")
+        .response("msg_1", {"type": "text", "text": "starting"}, usage=usage_of(10, 900, 0, 5))
+        .user("find the file", isSidechain=True)
+        .response("msg_s", {"type": "text", "text": "found"}, usage=usage_of(4, 700, 0, 9),
+                  isSidechain=True)
+        .user("thanks")
+        .response("msg_2", {"type": "text", "text": "done"}, usage=usage_of(10, 50, 900, 5))
+        .write(tmp_path / "s.jsonl")
+    )  # fmt: skip
+    document = run_json("replay", str(path))
+    cache, summary = document["cache"], document["summary"]
+    (sub,) = cache["sub_agent_requests"]
+    assert (sub["request"], sub["occupancy"], sub["cache_write_tokens"]) == (1, 704, 700)
+    assert summary["requests"] == len(cache["requests"]) == 2
+    rows = [*cache["requests"], sub]
+    assert cache["occupancy"] == sum(r["occupancy"] for r in rows)
+    assert summary["priced_input_tokens"] == pytest.approx(
+        sum(r["priced_input_tokens"] for r in rows), abs=0.2
+    )
+    assert cache["breaks"] == 0
+    assert " s1 " in run("replay", str(path), "--requests").stdout

@@ -112,6 +112,7 @@ async def replay(
     stop_at: int | None = None,
     recorded: Iterable[RecordedRequest] | None = None,
     overhead: int | None = None,
+    sub_agents: Iterable[RecordedRequest] = (),
 ) -> ReplayOutcome:
     """Feed ``messages`` through a manager and report on every request.
 
@@ -121,7 +122,8 @@ async def replay(
     requests, matched to the replay's in order (see the module docstring). ``overhead``:
     tokens every request carries beyond the view when no payload was recorded
     (``session_analysis``); without ``recorded`` the replayed budget holds it back
-    (``given_overhead``).
+    (``given_overhead``). ``sub_agents``: the requests the session's sub-agents made, which
+    are not replayed but are counted in the recorded cache and cost.
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
@@ -156,6 +158,7 @@ async def replay(
         max_output=window.max_output_tokens if window is not None else 0,
         overhead=overhead,
         history=manager.messages,
+        sub_agents=sub_agents,
     )
     try:
         for position, message in enumerate(messages):

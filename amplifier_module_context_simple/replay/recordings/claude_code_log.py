@@ -42,7 +42,7 @@ from typing import Any, cast
 
 from .recorded_log import LoadedLog, LogCompaction, Response, count
 from .session_dir import RecordedUsage
-from .transcripts import LineError, TranscriptError, normalise_tool_call
+from .transcripts import TOO_DEEP, LineError, TranscriptError, normalise_tool_call
 
 __all__ = [
     "COMPACTION_MARK",
@@ -163,6 +163,8 @@ def _load(lines: Iterable[bytes | str], label: str, *, strict: bool) -> LoadedLo
         format=FORMAT,
         compactions=reader.compactions,
         compaction_mark=COMPACTION_MARK,
+        _sub_agent_responses=reader.side_responses,
+        _sub_agent_wire=reader.side_wire,
     )
 
 
@@ -185,6 +187,9 @@ class _Reader:
         self._open: dict[str, Any] | None = None  # the assistant message still being written
         self._open_id: str | None = None
         self._wire_at = 0  # the open assistant message's place in ``wire``
+        self.side_wire: list[dict[str, Any]] = []  # the sub-agents' messages, as sent
+        self.side_responses: list[Response] = []
+        self._side_open: str | None = None
 
     def line(self, raw: bytes | str) -> str:
         """Take one line; return why it is unusable ("" when it was taken or skipped quietly)."""
@@ -194,7 +199,9 @@ class _Reader:
             value = json.loads(raw)
         except UnicodeDecodeError:
             return "not valid UTF-8"
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            return TOO_DEEP
+        except ValueError as exc:
             return f"invalid JSON: {getattr(exc, 'msg', exc)}"
         if not isinstance(value, dict):
             return f"expected a JSON event object, got {type(value).__name__}"
@@ -207,6 +214,7 @@ class _Reader:
             return ""
         if event.get("isSidechain") is True:
             self.sidechain += 1
+            self._sub_agent(event)
             return ""
         message = event.get("message")
         if not isinstance(message, dict):
@@ -230,6 +238,32 @@ class _Reader:
                 stamp if isinstance(stamp, str) else None,
             )
         )
+
+    def _sub_agent(self, event: dict[str, Any]) -> None:
+        """A sub-agent's event: its own conversation, kept for its requests' usage only."""
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return
+        message = cast("dict[str, Any]", message)
+        blocks = content_blocks(message.get("content")) or []
+        if event.get("type") == "user":
+            self.side_wire.append({"role": "user", "content": blocks})
+            return
+        response_id = message.get("id") if isinstance(message.get("id"), str) else None
+        usage = message.get("usage")
+        recorded = _anthropic_usage(usage) if isinstance(usage, dict) else None
+        if response_id is not None and response_id == self._side_open:
+            self.side_wire[-1]["content"].extend(blocks)
+            last = self.side_responses[-1]
+            if recorded is not None:
+                self.side_responses[-1] = replace(last, usage=recorded)
+            return
+        model = message.get("model") if isinstance(message.get("model"), str) else None
+        if model == SYNTHETIC_MODEL:
+            return
+        self.side_responses.append(Response(model, recorded, 0, len(self.side_wire), True))
+        self.side_wire.append({"role": "assistant", "content": blocks})
+        self._side_open = response_id
 
     # --- assistant ---------------------------------------------------------------------
 
@@ -258,7 +292,7 @@ class _Reader:
             self.wire[self._wire_at]["content"].extend(blocks)
             last = self.responses[-1]
             if last.counted and isinstance(usage, dict):
-                self.responses[-1] = replace(last, usage=_usage(usage))
+                self.responses[-1] = replace(last, usage=_anthropic_usage(usage))
             return _unpaired_text(unpaired)
         stored_message: dict[str, Any] = {"role": "assistant", "content": stored, **stamp}
         if calls:
@@ -273,7 +307,7 @@ class _Reader:
         if model and not synthetic and model not in self.models:
             self.models.append(model)
         # A real response without usage is still a request: counted, its figures unknown.
-        recorded = _usage(usage) if counted and isinstance(usage, dict) else None
+        recorded = _anthropic_usage(usage) if counted and isinstance(usage, dict) else None
         self.responses.append(Response(model, recorded, self.segment, len(self.wire), counted))
         self._wire_at = len(self.wire)
         self.wire.append({"role": "assistant", "content": list(blocks)})
@@ -426,7 +460,7 @@ def _stamp(event: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"timestamp": stamp}} if isinstance(stamp, str) else {}
 
 
-def _usage(usage: dict[str, Any]) -> RecordedUsage:
+def _anthropic_usage(usage: dict[str, Any]) -> RecordedUsage:
     """Anthropic's usage (``input_tokens`` without the cache) in the host's terms."""
     fresh = count(usage.get("input_tokens"))
     read = count(usage.get("cache_read_input_tokens")) or 0

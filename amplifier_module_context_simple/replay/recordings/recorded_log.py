@@ -86,22 +86,29 @@ class LoadedLog:
     compactions: list[LogCompaction] = field(default_factory=list[LogCompaction])
     compaction_mark: str = ""
     """What marks the agent's own compactions in this format, as the report names it."""
+    _sub_agent_responses: list[Response] = field(default_factory=list[Response], repr=False)
+    _sub_agent_wire: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]], repr=False)
 
     def requests(self) -> Iterator[RecordedRequest]:
         """One recorded request per assistant message, in order: its model, its usage (None
         for a message with no request behind it, or a later part of a response already
         counted) and the messages the log shows it sent (no system prompt, no tools:
         ``messages_only``)."""
-        for number, r in enumerate(self._responses, 1):
-            payload = {"messages": self._wire[r.start : r.end]}
-            yield RecordedRequest(
-                number,
-                r.model,
-                payload,
-                r.usage,
-                messages_only=True,
-                sent_whole_history=r.start == 0,
-            )
+        return _requests(self._responses, self._wire)
+
+    def sub_agent_requests(self) -> Iterator[RecordedRequest]:
+        """The requests the agent's sub-agents made (Claude Code's sidechain), numbered among
+        themselves: another conversation, which the replay does not replay but whose usage
+        the session paid for."""
+        return _requests(self._sub_agent_responses, self._sub_agent_wire)
+
+
+def _requests(responses: list[Response], wire: list[dict[str, Any]]) -> Iterator[RecordedRequest]:
+    for number, r in enumerate(responses, 1):
+        payload = {"messages": wire[r.start : r.end]}
+        yield RecordedRequest(
+            number, r.model, payload, r.usage, messages_only=True, sent_whole_history=r.start == 0
+        )
 
 
 class LogBuilder:
