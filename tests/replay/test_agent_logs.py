@@ -114,8 +114,22 @@ def test_a_file_no_reader_takes_names_the_formats_it_tried(tmp_path: Path) -> No
     assert result.exit_code == 1
     error = result.stderr.strip()
     assert "\n" not in error
-    for tried in ("Codex rollout", "Pi session", "OpenCode database", "no 'role' key"):
+    for tried in ("Codex rollout", "Pi session", "OpenCode database", "Claude Code log",
+                  "JSON document", "no 'role' key"):  # fmt: skip
         assert tried in error
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+@pytest.mark.parametrize(
+    "command", [("inspect", "--at", "2"), ("sweep", "--compact-threshold", "0.5,0.8")]
+)
+def test_inspect_and_sweep_read_every_format(
+    tmp_path: Path, kind: str, command: tuple[str, ...]
+) -> None:
+    writer, _ = WRITERS[kind]
+    path = writer(tmp_path, [(3000, 0, 5), (3100, 200, 5), (3300, 0, 5)])
+    result = run(*command, str(path))
+    assert result.exit_code == 0, result.stderr
 
 
 # --- where each agent keeps its logs ---------------------------------------------------------

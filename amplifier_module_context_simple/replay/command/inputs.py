@@ -38,6 +38,7 @@ from ..findings.rework import (
 from ..provider.simulation import EXAMPLE_WINDOW, Window, build_window
 from ..recordings.agent_logs import Attempt, read_agent_log
 from ..recordings.claude_code_log import (
+    NOT_A_CLAUDE_CODE_LOG,
     LoadedLog,
     is_claude_code_log,
     load_claude_code_log,
@@ -169,7 +170,7 @@ def prepare(options: SharedOptions) -> ReplayInput:
         found = _session(given, strict=options.strict)
         session = found if found is not None and found.events is not None else None
         name = str(found.directory) if found is not None else given
-        tried = attempt.tried_text() if found is None else ""
+        tried = "; ".join([attempt.tried_text(), NOT_A_CLAUDE_CODE_LOG]) if found is None else ""
         messages, source = _transcript(name, strict=options.strict, stdin=piped, tried=tried)
         source["name"] = "standard input" if name == "-" else given
         if found is not None and session is None and found.notes:
@@ -411,6 +412,10 @@ def _transcript(
         loaded = load_transcript(transcript, strict=strict, stdin=text)
     except TranscriptError as exc:
         # A name that is no file may have been meant as a session id: say where ids were looked for.
-        also = f" (not another agent's log either: {tried})" if tried else ""
-        raise CliError(not_found_text(transcript) or one_line(str(exc) + also)) from None
+        text, recognised, layouts = str(exc).partition("; recognised: ")
+        if tried:  # why each agent's format did not fit either, before the list of layouts
+            text += f"; nor another agent's log ({tried})"
+        raise CliError(
+            not_found_text(transcript) or one_line(text + recognised + layouts)
+        ) from None
     return _loaded_source(loaded, "standard input" if transcript == "-" else transcript)

@@ -47,6 +47,7 @@ from .transcripts import TOO_DEEP, LineError, TranscriptError, normalise_tool_ca
 __all__ = [
     "COMPACTION_MARK",
     "FORMAT",
+    "NOT_A_CLAUDE_CODE_LOG",
     "LoadedLog",
     "content_blocks",
     "is_claude_code_log",
@@ -67,6 +68,11 @@ SYNTHETIC_MODEL = "<synthetic>"
 _MESSAGE_TYPES = frozenset({"user", "assistant"})
 _EVENT_KEYS = frozenset({"sessionId", "uuid", "parentUuid", "leafUuid", "isSidechain"})
 _SNIFF_LINES = 50
+NOT_A_CLAUDE_CODE_LOG = (
+    f"Claude Code log: none of its first {_SNIFF_LINES} lines is an event (a 'type' beside "
+    "'sessionId' or 'uuid', or a 'message' object), or a line has a 'role'"
+)
+"""Why a file is not read as a Claude Code log, for the error that lists every format tried."""
 
 
 def is_claude_code_log(path: Path) -> bool:
