@@ -29,8 +29,11 @@ def _lines(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def codex(path: Path, usages: list[Usage], *, compact_after: int | None = None) -> Path:
-    """A Codex rollout; ``compact_after``: Codex compacted after that many calls."""
+def codex(
+    path: Path, usages: list[Usage], *, compact_after: int | None = None, summary: bool = True
+) -> Path:
+    """A Codex rollout; ``compact_after``: Codex compacted after that many calls (``summary``:
+    its ``compacted`` line holds the summary it sends from then on, else nothing)."""
     stamp = "2026-01-25T10:32:00.000Z"
     rows: list[dict[str, Any]] = [
         {"timestamp": stamp, "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}},
@@ -65,8 +68,8 @@ def codex(path: Path, usages: list[Usage], *, compact_after: int | None = None) 
                          "payload": {"type": "function_call_output", "call_id": f"call_{n}",
                                      "output": f"contents of file{n}\n" * 20}})  # fmt: skip
         if n == compact_after:
-            rows.append({"timestamp": stamp, "type": "compacted",
-                         "payload": {"message": "Summary: files read so far."}})  # fmt: skip
+            said = {"message": "Summary: files read so far."} if summary else {}
+            rows.append({"timestamp": stamp, "type": "compacted", "payload": said})
     return _lines(path, rows)
 
 

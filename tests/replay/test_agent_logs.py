@@ -292,11 +292,12 @@ def test_a_claude_code_log_that_ends_on_its_compaction_shows_it(tmp_path: Path) 
     assert "after request 1: manual, 15,808 tokens before" in words
 
 
-@pytest.mark.parametrize("kind", ["codex", "pi"])
+@pytest.mark.parametrize("kind", ["codex", "codex without summary", "pi"])
 def test_codex_and_pi_compactions_are_the_recordings_own(tmp_path: Path, kind: str) -> None:
     usages = [(3000, 0, 5), (3100, 0, 5), (3200, 0, 5), (3300, 0, 5)]
-    if kind == "codex":
-        path = write.codex(tmp_path / "rollout.jsonl", usages, compact_after=2)
+    if kind.startswith("codex"):
+        summary = kind == "codex"
+        path = write.codex(tmp_path / "rollout.jsonl", usages, compact_after=2, summary=summary)
     else:
         path = write.pi(tmp_path / "pi.jsonl", usages, compact_after=2, tokens_before=9_999)
     document = run_json("replay", str(path))

@@ -106,10 +106,12 @@ class Rework:
 
 
 def log_compactions(log: LoadedLog) -> list[int]:
-    """The first request after each of an agent log's own compactions: the request after one
-    it records, or where the messages it sent stop beginning with the same message (a summary
-    with no compaction recorded before it)."""
-    found = [c.after_request + 1 for c in log.compactions if c.after_request < log.request_count]
+    """The first request after each of an agent log's own compactions: the request after each
+    one it records, or, for a log that records none (an older Claude Code log), where the
+    messages it sent stop beginning with the same message (a summary sent from then on)."""
+    if log.compactions:
+        return [c.after_request + 1 for c in log.compactions if c.after_request < log.request_count]
+    found: list[int] = []
     first: object = None
     for request in log.requests():
         sent: list[Any] = request.payload.get("messages") or []
@@ -117,7 +119,7 @@ def log_compactions(log: LoadedLog) -> list[int]:
         if request.number > 1 and head is not None and head is not first and first is not None:
             found.append(request.number)
         first = head if head is not None else first
-    return sorted(set(found))
+    return found
 
 
 def events_compactions(events: Path) -> list[int]:

@@ -8,7 +8,8 @@ Each line is ``{"timestamp", "type", "payload"}``:
 * ``event_msg``: the agent's events; ``token_count`` carries the latest call's usage
   (``info.last_token_usage``, whose ``input_tokens`` already include ``cached_input_tokens``)
   and the model's window (``info.model_context_window``). Codex writes the same count again
-  after each turn context: a count whose running total has not moved is the same call's;
+  after each turn context: a count that finds no answer waiting for its usage is that call's
+  again, and changes nothing;
 * ``turn_context``: the model; ``session_meta``: the session;
 * ``compacted``: Codex compacted its history; its ``message`` is the summary it sends from
   then on (or its ``replacement_history``, the items it keeps).
@@ -72,7 +73,6 @@ class _Reader:
         self.blocks: list[dict[str, Any]] = []  # the answer being written
         self.calls: list[dict[str, Any]] = []
         self.names: dict[str, str] = {}  # call id -> tool name
-        self.total: object = None  # the running total of the last count taken
         self.reasoning = 0
         self.last_size: int | None = None
 
@@ -137,10 +137,6 @@ class _Reader:
         window = count(info.get("model_context_window"))
         if window:
             self.window = window
-        total = info.get("total_token_usage")
-        if total is not None and total == self.total:
-            return  # the same call's count, written again
-        self.total = total
         last = info.get("last_token_usage")
         if not isinstance(last, dict):
             return
@@ -154,6 +150,7 @@ class _Reader:
         )
         self.last_size = count(last.get("total_tokens"))
         if not self.flush(usage):
+            # The usage of an answer its results closed already, or the same count again.
             self.log.usage_of_last(usage)
 
     def _compacted(self, payload: dict[str, Any], line: dict[str, Any]) -> None:
