@@ -170,7 +170,9 @@ def prepare(options: SharedOptions) -> ReplayInput:
         found = _session(given, strict=options.strict)
         session = found if found is not None and found.events is not None else None
         name = str(found.directory) if found is not None else given
-        tried = "; ".join([attempt.tried_text(), NOT_A_CLAUDE_CODE_LOG]) if found is None else ""
+        # Only a file the agents' readers looked into has their reasons to give.
+        looked = found is None and attempt.tried
+        tried = "; ".join([attempt.tried_text(), NOT_A_CLAUDE_CODE_LOG]) if looked else ""
         messages, source = _transcript(name, strict=options.strict, stdin=piped, tried=tried)
         source["name"] = "standard input" if name == "-" else given
         if found is not None and session is None and found.notes:
