@@ -341,3 +341,16 @@ def test_a_sub_agents_requests_have_their_own_rows_and_count_in_the_totals(
     )
     assert cache["breaks"] == 0
     assert " s1 " in run("replay", str(path), "--requests").stdout
+
+
+def test_an_unknown_session_id_names_the_agents_homes_it_looked_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home(tmp_path, monkeypatch)
+    _placed(home, "codex", [(1000, 0, 10)])
+    _placed(home, "pi", [(1000, 0, 10)])
+    result = run("replay", "c37652eb")
+    assert result.exit_code == 1
+    error = result.stderr.strip()
+    for folder in (home / ".codex" / "sessions", home / ".pi" / "agent" / "sessions"):
+        assert f"{folder}/ (1 session(s) there)" in error

@@ -2,8 +2,10 @@
 
 A name is a file, an Amplifier session directory, a Claude Code project folder
 (``~/.claude/projects/<project>/``: one ``<session id>.jsonl`` log per session), a log in such
-a folder named by the start of its id (``<folder>/<id>``), or a bare session id looked up under
-both homes (``~/.amplifier/projects/*/sessions/<id>/`` and ``~/.claude/projects/*/<id>.jsonl``).
+a folder named by the start of its id (``<folder>/<id>``), a Cline task folder, a folder of
+another agent's sessions (the newest is replayed), or a bare session id looked up under both
+homes (``~/.amplifier/projects/*/sessions/<id>/`` and ``~/.claude/projects/*/<id>.jsonl``),
+then in the other agents' homes (``agent_homes``: Codex, Pi, Cline, OpenCode).
 :func:`locate` turns it into the path the readers take, and says on standard error which log
 of a project folder it picked; a directory that is none of these is refused with every layout
 the tool reads. The home directory is ``Path.home()`` (``$HOME``), so tests point it elsewhere.
@@ -16,7 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import CliError
-from .agent_homes import AgentSession, find_by_id, folder_sessions, is_sub_agent_log
+from .agent_homes import (
+    AgentSession,
+    agent_homes,
+    find_by_id,
+    folder_sessions,
+    is_sub_agent_log,
+)
 from .claude_code_log import is_claude_code_log
 from .cline_task import HISTORY_NAME
 from .session_dir import EVENTS_NAME, SESSIONS_GLOB, SessionError, find_session
@@ -103,10 +111,12 @@ def not_found_text(source: str) -> str | None:
     home = Path.home()
     amplifier = sum(1 for p in home.glob(SESSIONS_GLOB + "/*") if p.is_dir())
     claude = sum(1 for _ in home.glob(CLAUDE_PROJECTS_GLOB + "/*.jsonl"))
+    others = [(h, len(folder_sessions(h))) for h in agent_homes() if h.is_dir()]
+    elsewhere = "".join(f", {h}/ ({n:,} session(s) there)" for h, n in others)
     return (
         f"no such file or directory: {source}, and no session id starts with it under "
         f"{home / SESSIONS_GLOB}/ ({amplifier:,} session(s) there) or "
-        f"{home / CLAUDE_PROJECTS_GLOB}/ ({claude:,} log(s) there)"
+        f"{home / CLAUDE_PROJECTS_GLOB}/ ({claude:,} log(s) there){elsewhere}"
     )
 
 
