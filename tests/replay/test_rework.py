@@ -73,7 +73,10 @@ def test_a_claude_code_log_s_repeats_after_its_compaction(tmp_path: Path) -> Non
     assert log_compactions(log) == [4]
     document = run_json("replay", str(tmp_path / "s.jsonl"))
     family = document["token_family"]
-    found = find_rework(log.messages, [4], source=FROM_LOG, family=family, model=MODEL).as_json()
+    found = find_rework(
+        log.messages, [4], source=FROM_LOG, family=family, model=MODEL, recorded=log.compactions
+    ).as_json()
+    assert [(c["after_request"], c["trigger"]) for c in found["recorded"]] == [(3, None)]
     t3, t5 = log.messages[9], log.messages[13]
     assert (t3["tool_call_id"], t5["tool_call_id"]) == ("t3", "t5")
     tokens = [estimate_message_tokens(m, family=family) for m in (t3, t5)]
@@ -110,7 +113,7 @@ def test_a_log_that_never_compacted_has_no_span(tmp_path: Path) -> None:
     rework = run_json("replay", str(path))["rework"]
     # The same call twice, but no compaction between: no rework.
     assert rework == {"source": FROM_LOG, "compactions": 0, "repeated_calls": 0, "tokens": 0,
-                      "priced_tokens": 0.0, "usd": 0.0, "spans": []}  # fmt: skip
+                      "priced_tokens": 0.0, "usd": 0.0, "spans": [], "recorded": []}  # fmt: skip
 
 
 def amplifier_session(directory: Path) -> Path:

@@ -458,6 +458,7 @@ def _run(
                     stop_at=stop_at,
                     recorded=data.recorded(),
                     overhead=data.overhead,
+                    sub_agents=data.log.sub_agent_requests() if data.log is not None else (),
                 )
             )
 

@@ -30,15 +30,15 @@ from ..engine.session_settings import describe_settings, resolve_settings
 from ..errors import CliError, one_line
 from ..findings.rework import (
     FROM_EVENTS,
-    FROM_LOG,
     Rework,
     events_compactions,
     find_rework,
     log_compactions,
 )
 from ..provider.simulation import EXAMPLE_WINDOW, Window, build_window
-from ..recordings.claude_code_log import FORMAT as CLAUDE_CODE_FORMAT
+from ..recordings.agent_logs import Attempt, read_agent_log
 from ..recordings.claude_code_log import (
+    NOT_A_CLAUDE_CODE_LOG,
     LoadedLog,
     is_claude_code_log,
     load_claude_code_log,
@@ -55,7 +55,7 @@ from ..recordings.session_dir import (
     find_session,
     read_session,
 )
-from ..recordings.transcripts import LineError, TranscriptError, load_transcript
+from ..recordings.transcripts import LineError, LoadedTranscript, TranscriptError, load_transcript
 
 __all__ = [
     "EXAMPLE_MESSAGES",
@@ -112,13 +112,16 @@ class ReplayInput:
         """Calls repeated after the recording's own compactions (``None``: it records none
         it could have made: a bare transcript, or a session without an events file)."""
         model = self.window.model if self.window is not None else None
+        recorded = self.log.compactions if self.log is not None else []
         if self.log is not None:
-            found, source = log_compactions(self.log), FROM_LOG
+            found, source = log_compactions(self.log), self.log.compaction_mark
         elif self.session is not None and self.session.events is not None:
             found, source = events_compactions(self.session.events), FROM_EVENTS
         else:
             return None
-        return find_rework(self.messages, found, source=source, family=family, model=model)
+        return find_rework(
+            self.messages, found, source=source, family=family, model=model, recorded=recorded
+        )
 
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
@@ -137,9 +140,11 @@ def prepare(options: SharedOptions) -> ReplayInput:
         raise CliError("--seed and --messages only apply to the built-in example session")
     piped = _stdin(options.transcript)
     given = options.transcript
+    session_id: str | None = None
+    attempt = Attempt()
     if given is not None:
         located = locate(given)
-        given = located.name
+        given, session_id = located.name, located.session
         for note in located.notes:
             typer.echo(f"context-simple: {note}", err=True)
     lines = piped.split("\n") if piped is not None else None
@@ -152,6 +157,12 @@ def prepare(options: SharedOptions) -> ReplayInput:
         )
     elif given is None:
         messages, source = _example(options)
+    elif (attempt := _agent_attempt(given, piped, session_id, options.strict)).log is not None:
+        log = attempt.log
+        session, source = _log_session(log, given), _log_source(log, given)
+        messages = log.messages
+    elif attempt.document is not None:
+        messages, source = _loaded_source(attempt.document, given)
     elif _is_log(given, piped):
         log, session, source = _claude_code_log(given, piped, strict=options.strict)
         messages = log.messages
@@ -159,7 +170,10 @@ def prepare(options: SharedOptions) -> ReplayInput:
         found = _session(given, strict=options.strict)
         session = found if found is not None and found.events is not None else None
         name = str(found.directory) if found is not None else given
-        messages, source = _transcript(name, strict=options.strict, stdin=piped)
+        # Only a file the agents' readers looked into has their reasons to give.
+        looked = found is None and attempt.tried
+        tried = "; ".join([attempt.tried_text(), NOT_A_CLAUDE_CODE_LOG]) if looked else ""
+        messages, source = _transcript(name, strict=options.strict, stdin=piped, tried=tried)
         source["name"] = "standard input" if name == "-" else given
         if found is not None and session is None and found.notes:
             # A directory with no events file to read: the transcript is replayed alone, and
@@ -260,6 +274,17 @@ def _is_log(transcript: str, piped: str | None) -> bool:
     return transcript != "-" and is_claude_code_log(Path(transcript).expanduser())
 
 
+def _agent_attempt(given: str, piped: str | None, session: str | None, strict: bool) -> Attempt:
+    """``given`` read as another agent's log (Codex, Cline, OpenCode, Pi) or a plain JSON
+    document of messages; standard input is read as JSON Lines only."""
+    if piped is not None or given == "-":
+        return Attempt()
+    try:
+        return read_agent_log(Path(given).expanduser(), session=session, strict=strict)
+    except TranscriptError as exc:
+        raise CliError(one_line(str(exc))) from None
+
+
 def _claude_code_log(
     name: str, piped: str | None, *, strict: bool
 ) -> tuple[LoadedLog, RecordedSession, dict[str, Any]]:
@@ -273,21 +298,44 @@ def _claude_code_log(
             log = load_claude_code_log(path, strict=strict)
     except TranscriptError as exc:
         raise CliError(one_line(str(exc))) from None
+    label = "standard input" if piped is not None else name
+    return log, _log_session(log, name), _log_source(log, label)
+
+
+def _log_session(log: LoadedLog, name: str) -> RecordedSession:
+    """A session standing for an agent's log in the settings: its model, and the window it
+    records (as a recorded budget's)."""
     _warn_skipped(log.skipped)
-    session = RecordedSession(
+    path = Path(name).expanduser()
+    window = {"context_window": log.context_window} if log.context_window else None
+    return RecordedSession(
         directory=path.parent, transcript=path, metadata={}, events=None,
         context_module=None, context_config={}, provider_module=None, provider_config={},
-        model=log.model, budget_event=None, usages=[], request_count=log.request_count,
+        model=log.model, budget_event=window, usages=[], request_count=log.request_count,
     )  # fmt: skip
-    source: dict[str, Any] = {
-        "name": "standard input" if piped is not None else name,
-        "format": CLAUDE_CODE_FORMAT,
+
+
+def _log_source(log: LoadedLog, label: str) -> dict[str, Any]:
+    return {
+        "name": label,
+        "format": log.format,
         "messages": len(log.messages),
         "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in log.skipped],
         "recorded_requests": log.request_count,
         "session_notes": list(log.notes),
     }
-    return log, session, source
+
+
+def _loaded_source(
+    loaded: LoadedTranscript, name: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    _warn_skipped(loaded.skipped)
+    return loaded.messages, {
+        "name": name,
+        "format": loaded.format,
+        "messages": len(loaded.messages),
+        "skipped_lines": [{"line": e.line_number, "reason": e.reason} for e in loaded.skipped],
+    }
 
 
 def _warn_skipped(skipped: list[LineError]) -> None:
@@ -359,20 +407,17 @@ def _example(options: SharedOptions) -> tuple[list[dict[str, Any]], dict[str, An
 
 
 def _transcript(
-    transcript: str, *, strict: bool, stdin: str | None
+    transcript: str, *, strict: bool, stdin: str | None, tried: str = ""
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     try:
         text = None if stdin is None else io.StringIO(stdin)
         loaded = load_transcript(transcript, strict=strict, stdin=text)
     except TranscriptError as exc:
         # A name that is no file may have been meant as a session id: say where ids were looked for.
-        raise CliError(not_found_text(transcript) or one_line(str(exc))) from None
-    skipped = [{"line": e.line_number, "reason": e.reason} for e in loaded.skipped]
-    source = {
-        "name": "standard input" if transcript == "-" else transcript,
-        "format": loaded.format,
-        "messages": len(loaded.messages),
-        "skipped_lines": skipped,
-    }
-    _warn_skipped(loaded.skipped)
-    return loaded.messages, source
+        text, recognised, layouts = str(exc).partition("; recognised: ")
+        if tried:  # why each agent's format did not fit either, before the list of layouts
+            text += f"; nor another agent's log ({tried})"
+        raise CliError(
+            not_found_text(transcript) or one_line(text + recognised + layouts)
+        ) from None
+    return _loaded_source(loaded, "standard input" if transcript == "-" else transcript)

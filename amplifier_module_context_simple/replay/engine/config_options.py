@@ -19,6 +19,7 @@ from typing import Any
 from ... import ContextConfig
 from ..._config import TOKEN_METER_MODES, command_line_option
 from ..._estimate import family_for_model
+from ..._numbers import is_int
 
 __all__ = ["OptionSpec", "build_config", "config_option_specs"]
 
@@ -78,9 +79,11 @@ def build_config(values: Mapping[str, Any], *, model: str | None, window: bool) 
     """The config from command-line values (``None``: not given); errors name the option."""
     given = {k: v for k, v in values.items() if v is not None}
     # Two keys only warn in a mount config; on a command line a bad value is an error.
-    if given.get("max_tokens", 1) <= 0:
-        raise ValueError(f"--max-tokens must be a positive integer; got {given['max_tokens']}")
-    if given.get("token_meter", "estimate") not in TOKEN_METER_MODES:
+    cap = given.get("max_tokens", 1)
+    if not is_int(cap) or cap <= 0:  # a recorded value may be anything: "300000", say
+        raise ValueError(f"--max-tokens must be a positive integer; got {cap!r}")
+    meter = given.get("token_meter", "estimate")
+    if not isinstance(meter, str) or meter not in TOKEN_METER_MODES:
         raise ValueError(
             f"--token-meter must be 'estimate' or 'actual'; got {given['token_meter']!r}"
         )

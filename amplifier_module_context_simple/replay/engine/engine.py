@@ -112,6 +112,7 @@ async def replay(
     stop_at: int | None = None,
     recorded: Iterable[RecordedRequest] | None = None,
     overhead: int | None = None,
+    sub_agents: Iterable[RecordedRequest] = (),
 ) -> ReplayOutcome:
     """Feed ``messages`` through a manager and report on every request.
 
@@ -122,7 +123,8 @@ async def replay(
     tokens every request carries beyond the view: the replayed budget holds it back
     (``given_overhead``) for every format, unless a recorded payload lists its tools (they
     are held back instead); the window analysis counts it where no payload was recorded
-    (``session_analysis``).
+    (``session_analysis``). ``sub_agents``: the requests the session's sub-agents made,
+    which are not replayed but are counted in the recorded cache and cost.
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
@@ -158,6 +160,7 @@ async def replay(
         max_output=window.max_output_tokens if window is not None else 0,
         overhead=overhead,
         history=manager.messages,
+        sub_agents=sub_agents,
     )
     try:
         for position, message in enumerate(messages):

@@ -30,14 +30,14 @@ per-message matches), so a long replay stays linear in memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ... import estimate_message_tokens
 from ..payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
 from ..payloads.payload_match import align
-from ..provider.cache_reuse import CacheReport, CacheTracker
+from ..provider.cache_reuse import CacheReport, CacheRequest, CacheTracker
 from ..recordings.session_dir import RecordedRequest
 from .view import is_notice
 
@@ -102,6 +102,7 @@ class WindowAnalysis:
         max_output: int,
         overhead: int | None,
         history: Sequence[Mapping[str, Any]],
+        sub_agents: Iterable[RecordedRequest] = (),
     ) -> None:
         self._family = family
         self._window = context_window
@@ -112,6 +113,7 @@ class WindowAnalysis:
         """The request observed last was recorded after the session's own compaction (its
         payload carries the notice, a truncation marker or a stub)."""
         self._cache = CacheTracker(history, family=family)
+        self._sub_agents = sub_agents
         self._recorded = 0
         self._usage_only = 0  # requests with recorded usage and no payload (messages_only)
         self._tools = 0  # the last recorded request's tool definitions
@@ -234,34 +236,52 @@ class WindowAnalysis:
     @property
     def cache(self) -> CacheReport | None:
         """The provider's cache over the recorded requests (``None``: nothing recorded)."""
-        return self._cache.report() if self._recorded or self._usage_only else None
+        if not (self._recorded or self._usage_only):
+            return None
+        return self._cache.report(self._sub_agent_requests())
+
+    def _sub_agent_requests(self) -> tuple[CacheRequest, ...]:
+        """The sub-agents' recorded requests, their cache followed apart from the session's."""
+        tracker = CacheTracker(family=self._family)
+        for r in self._sub_agents:
+            if r.usage is not None:
+                tracker.add(r.number, r.payload, r.usage, model=r.model, messages_only=True)
+        return tracker.report().requests
 
 
 def cache_json(report: CacheReport) -> dict[str, Any]:
     """The ``--json`` form of the provider's cache over a recorded session."""
+    return {
+        **_cache_rows(report),
+        "sub_agent_requests": [_cache_row(r) for r in report.sub_agents],
+    }
+
+
+def _cache_rows(report: CacheReport) -> dict[str, Any]:
     return {
         "read": report.read,
         "occupancy": report.occupancy,
         "share": None if report.share is None else round(report.share, 4),
         "breaks": report.breaks,
         "causes": report.causes(),
-        "requests": [
-            {
-                "request": r.number,
-                "cache_read_tokens": r.cache_read,
-                "cache_write_tokens": r.cache_write,
-                "occupancy": r.occupancy,
-                "break": r.is_break,
-                "differs_at": None if r.difference is None else r.difference.where(),
-                "position": None if r.difference is None else r.difference.position,
-                "cause": None if r.difference is None else r.difference.cause,
-                "read_reach": r.read_reach,
-                "priced_input_tokens": _rounded(r.priced_input_tokens),
-                "input_usd": _usd(r.input_dollars),
-                "shared_tokens": r.shared_tokens,
-            }
-            for r in report.requests
-        ],
+        "requests": [_cache_row(r) for r in report.requests],
+    }
+
+
+def _cache_row(r: CacheRequest) -> dict[str, Any]:
+    return {
+        "request": r.number,
+        "cache_read_tokens": r.cache_read,
+        "cache_write_tokens": r.cache_write,
+        "occupancy": r.occupancy,
+        "break": r.is_break,
+        "differs_at": None if r.difference is None else r.difference.where(),
+        "position": None if r.difference is None else r.difference.position,
+        "cause": None if r.difference is None else r.difference.cause,
+        "read_reach": r.read_reach,
+        "priced_input_tokens": _rounded(r.priced_input_tokens),
+        "input_usd": _usd(r.input_dollars),
+        "shared_tokens": r.shared_tokens,
     }
 
 

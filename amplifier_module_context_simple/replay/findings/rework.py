@@ -20,14 +20,15 @@ model's price is known.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ... import estimate_message_tokens
 from ..._messages import result_ids
 from ..provider.pricing import CacheCounts, prices_for
-from ..recordings.claude_code_log import LoadedLog
+from ..recordings.claude_code_log import COMPACTION_MARK
+from ..recordings.recorded_log import LoadedLog, LogCompaction
 from ..recordings.session_dir import read_events
 from .drops import calls_made, main_argument
 
@@ -42,7 +43,7 @@ __all__ = [
     "log_compactions",
 ]
 
-FROM_LOG = "claude-code compact_boundary"
+FROM_LOG = COMPACTION_MARK
 FROM_EVENTS = "recorded context:compaction events"
 _COMPACTION_EVENTS = frozenset({"context:compaction", "context:post_compact"})
 
@@ -83,8 +84,12 @@ class ReworkSpan:
 @dataclass(frozen=True)
 class Rework:
     source: str
-    """What marked the compactions: :data:`FROM_LOG` or :data:`FROM_EVENTS`."""
+    """What marked the compactions: an agent log's mark (:data:`FROM_LOG` for Claude Code's)
+    or :data:`FROM_EVENTS`."""
     spans: list[ReworkSpan]
+    recorded: list[LogCompaction] = field(default_factory=list[LogCompaction])
+    """The compactions an agent's log records (when, what set them off, the tokens before),
+    those the log ends on included."""
 
     def as_json(self) -> dict[str, Any]:
         usd = [s.usd for s in self.spans]
@@ -96,12 +101,16 @@ class Rework:
             "priced_tokens": round(sum((s.priced_tokens for s in self.spans), 0.0), 1),
             "usd": None if None in usd else round(sum((u or 0.0 for u in usd), 0.0), 6),
             "spans": [asdict(s) for s in self.spans],
+            "recorded": [c.as_json() for c in self.recorded],
         }
 
 
 def log_compactions(log: LoadedLog) -> list[int]:
-    """The requests a Claude Code log sent from a compaction summary on, the first of each
-    run: where the messages it sent stop beginning with the same message."""
+    """The first request after each of an agent log's own compactions: the request after each
+    one it records, or, for a log that records none (an older Claude Code log), where the
+    messages it sent stop beginning with the same message (a summary sent from then on)."""
+    if log.compactions:
+        return [c.after_request + 1 for c in log.compactions if c.after_request < log.request_count]
     found: list[int] = []
     first: object = None
     for request in log.requests():
@@ -133,6 +142,7 @@ def find_rework(
     source: str,
     family: str | None,
     model: str | None,
+    recorded: Sequence[LogCompaction] = (),
 ) -> Rework:
     """The repeats after each compaction (``compactions``: request numbers, ascending)."""
     assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
@@ -169,7 +179,7 @@ def find_rework(
             ReworkSpan(request, start, calls, repeated, tokens,
                        round(counts.priced_tokens(prices), 1), counts.dollars(prices))
         )  # fmt: skip
-    return Rework(source, spans)
+    return Rework(source, spans, list(recorded))
 
 
 def _calls(

@@ -70,6 +70,24 @@ def render_evidence(console: Console, report: ReplayReport) -> None:
         _render_rework(console, report.rework)
 
 
+def _render_recorded(console: Console, rework: Rework) -> None:
+    """The agent's own compactions as its log records them (the log may end on one)."""
+    console.print(
+        f"[bold]The agent's own compactions[/] ({escape(rework.source)}): {len(rework.recorded)}"
+    )
+    for c in rework.recorded[:SHOWN_STRINGS]:
+        trigger = c.trigger or "trigger not recorded"
+        before = (
+            f"{c.tokens_before:,} tokens before"
+            if c.tokens_before is not None
+            else ("tokens before not recorded")
+        )
+        when = f", {c.timestamp}" if c.timestamp else ""
+        console.print("  " + escape(f"after request {c.after_request}: {trigger}, {before}{when}"))
+    if len(rework.recorded) > SHOWN_STRINGS:
+        console.print(f"  [dim]{more_text(len(rework.recorded) - SHOWN_STRINGS, 'compactions')}[/]")
+
+
 def _lost_line(e: CompactionEvidence) -> str:
     first = len(e.first_loss)
     also = f" ({e.lost_uses - first} more use(s) by later requests)" if e.lost_uses > first else ""
@@ -81,6 +99,13 @@ def _lost_line(e: CompactionEvidence) -> str:
 
 def _render_rework(console: Console, rework: Rework) -> None:
     document = rework.as_json()
+    if rework.recorded:
+        _render_recorded(console, rework)
+    if not rework.spans and rework.recorded:
+        console.print(
+            "[bold]Rework[/] none to count: no request followed the agent's own compaction(s)"
+        )
+        return
     if not rework.spans:
         console.print(
             "[bold]Rework[/] none to count: the recording shows no compaction of the session's "

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..engine.report import ReplayReport
+from ..recordings.agent_logs import AGENT_LOG_FORMATS
 from .table_fit import Column, fit_table
 
 __all__ = ["render_settings", "setting_value_text"]
@@ -83,8 +84,8 @@ def _session_lines(src: dict[str, Any]) -> list[str]:
     if match:
         recorded = match["recorded"]
         of = f" of {recorded:,} recorded" if recorded is not None else ""
-        # A Claude Code log records no system prompt: its usage is all there is to feed.
-        if src.get("format") != "claude-code":
+        # An agent's own log records no system prompt: its usage is all there is to feed.
+        if src.get("format") not in AGENT_LOG_FORMATS:
             lines.append(f"Recorded system prompt given to {match['matched']:,}{of} request(s)")
         lines.append(_readings_line(src.get("recorded_readings") or {}))
     if src.get("ignored_config_keys"):

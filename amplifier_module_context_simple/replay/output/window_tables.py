@@ -257,12 +257,23 @@ def render_cache(console: Console, report: CacheReport, *, only_breaks: bool = F
             "" if d is None or d.position is None else str(d.position),
             "" if d is None else escape(d.cause),
         ])  # fmt: skip
+    for r in () if only_breaks else report.sub_agents:
+        cached = r.cache_read / r.occupancy if r.occupancy and r.cache_read else 0.0
+        rows.append([
+            f"s{r.number}", f"{r.cache_read or 0:,}", f"{r.cache_write or 0:,}",
+            "" if r.occupancy is None else f"{r.occupancy:,}", f"{cached:.0%}", _reach(r),
+            "(sub-agent)", "", "",
+        ])  # fmt: skip
     title = "Cache reuse, per request (tokens)"
     caption = (
         "occupancy: the prompt as the provider counted it (input + cache writes); covers: what "
         "the read served; differs at: where a request stops matching the one before (msg M.B: "
         "the payload's message M, its content block B, both 0-based; none: it extends it); "
         "hist: transcript position"
+    ) + (
+        "; sN: a sub-agent's request N (another conversation: in the totals, never a break)"
+        if report.sub_agents
+        else ""
     )
     console.print(fit_table(columns, rows, title=title, caption=caption))
     for cause in report.causes():

@@ -363,14 +363,22 @@ class CacheRequest:
 @dataclass(frozen=True)
 class CacheReport:
     requests: tuple[CacheRequest, ...]
+    sub_agents: tuple[CacheRequest, ...] = ()
+    """The requests of the session's sub-agents (another conversation each, followed apart):
+    counted in the totals (read, occupancy, price), never in the breaks, which compare the
+    main conversation's requests."""
+
+    @property
+    def every_request(self) -> tuple[CacheRequest, ...]:
+        return self.requests + self.sub_agents
 
     @property
     def read(self) -> int:
-        return sum(r.cache_read or 0 for r in self.requests)
+        return sum(r.cache_read or 0 for r in self.every_request)
 
     @property
     def occupancy(self) -> int:
-        return sum(r.occupancy or 0 for r in self.requests)
+        return sum(r.occupancy or 0 for r in self.every_request)
 
     @property
     def share(self) -> float | None:
@@ -388,13 +396,13 @@ class CacheReport:
     @property
     def priced_input_tokens(self) -> float | None:
         """The session's recorded input in base-price token equivalents (None: no usage)."""
-        priced = [r.priced_input_tokens for r in self.requests if r.counts is not None]
+        priced = [r.priced_input_tokens for r in self.every_request if r.counts is not None]
         return sum(p for p in priced if p is not None) if priced else None
 
     @property
     def input_dollars(self) -> float | None:
         """In US dollars; None when no request had usage or a request's price is unknown."""
-        dollars = [r.input_dollars for r in self.requests if r.counts is not None]
+        dollars = [r.input_dollars for r in self.every_request if r.counts is not None]
         if not dollars or any(d is None for d in dollars):
             return None
         return sum(d for d in dollars if d is not None)
@@ -408,7 +416,9 @@ class CacheReport:
         priced = [r for r in self.requests if r.counts is not None]
         if not priced:
             return None
-        shared = ((r.counts, r.shared_tokens if r.is_break else 0) for r in priced)
+        shared = [(r.counts, r.shared_tokens if r.is_break else 0) for r in priced]
+        # A sub-agent's request is priced as it was: the breaks are the main conversation's.
+        shared += [(r.counts, 0) for r in self.sub_agents if r.counts is not None]
         return break_cost(shared, priced[-1].prices)
 
 
@@ -515,8 +525,8 @@ class CacheTracker:
         self._requests.append(request)
         return request
 
-    def report(self) -> CacheReport:
-        return CacheReport(tuple(self._requests))
+    def report(self, sub_agents: tuple[CacheRequest, ...] = ()) -> CacheReport:
+        return CacheReport(tuple(self._requests), sub_agents)
 
     @property
     def sent_tokens(self) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import estimate_message_tokens
+from ..._json_text import json_text
 from .cache_simulation import (
     DEFAULT_LIFETIME,
     EVERY_MESSAGE,
@@ -134,6 +135,9 @@ class ReplayCache:
         return prices_for(self._model)
 
 
+_FROZEN_DEPTH = 64
+
+
 def _fingerprint(message: Mapping[str, Any]) -> bytes:
     """A content fingerprint: equal messages (a shortened result rendered again) get the same
     one. Built from Python's hashes (a string's is computed once and kept by the string),
@@ -141,11 +145,15 @@ def _fingerprint(message: Mapping[str, Any]) -> bytes:
     return _frozen(message).__hash__().to_bytes(8, "little", signed=True)
 
 
-def _frozen(value: Any) -> Any:
+def _frozen(value: Any, depth: int = 0) -> Any:
+    if depth > _FROZEN_DEPTH:
+        # Deeper than any real message: fingerprinted by the bounded text the model reads,
+        # never by a recursion the interpreter cannot finish.
+        return json_text(value)
     if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))  # pyright: ignore
+        return tuple(sorted((str(k), _frozen(v, depth + 1)) for k, v in value.items()))  # pyright: ignore
     if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)  # pyright: ignore
+        return tuple(_frozen(v, depth + 1) for v in value)  # pyright: ignore
     try:
         hash(value)
     except TypeError:

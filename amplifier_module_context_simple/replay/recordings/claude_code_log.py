@@ -35,72 +35,44 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from .session_dir import RecordedRequest, RecordedUsage
-from .transcripts import LineError, TranscriptError, normalise_tool_call
+from .recorded_log import LoadedLog, LogCompaction, Response, count
+from .session_dir import RecordedUsage
+from .transcripts import TOO_DEEP, LineError, TranscriptError, normalise_tool_call
 
 __all__ = [
+    "COMPACTION_MARK",
     "FORMAT",
+    "NOT_A_CLAUDE_CODE_LOG",
     "LoadedLog",
+    "content_blocks",
     "is_claude_code_log",
     "load_claude_code_log",
     "looks_like_claude_code_log",
     "parse_claude_code_log",
+    "result_content",
+    "stored_block",
+    "tool_message",
+    "tool_use_call",
 ]
 
 FORMAT = "claude-code"
+COMPACT_BOUNDARY = "compact_boundary"
+COMPACTION_MARK = f"{FORMAT} {COMPACT_BOUNDARY}"
+"""What marks Claude Code's own compactions, as the report names it."""
 SYNTHETIC_MODEL = "<synthetic>"
 _MESSAGE_TYPES = frozenset({"user", "assistant"})
 _EVENT_KEYS = frozenset({"sessionId", "uuid", "parentUuid", "leafUuid", "isSidechain"})
 _SNIFF_LINES = 50
-
-
-@dataclass(frozen=True)
-class _Response:
-    """One assistant message of the log and the request that produced it."""
-
-    model: str | None
-    usage: RecordedUsage | None
-    start: int
-    """Where the request's messages begin in the rebuilt wire list (after a compaction: at
-    its summary, the first message Claude Code sends from then on)."""
-    end: int
-    counted: bool
-    """A real response seen for the first time: its usage is one request's."""
-
-
-@dataclass(frozen=True)
-class LoadedLog:
-    """A Claude Code log as stored messages, with one entry per assistant message."""
-
-    messages: list[dict[str, Any]]
-    skipped: list[LineError]
-    notes: list[str]
-    model: str | None
-    """The first real model the assistant events name."""
-    request_count: int
-    """Distinct real API responses: the provider requests the session made."""
-    _responses: list[_Response] = field(repr=False)
-    _wire: list[dict[str, Any]] = field(repr=False)
-
-    def requests(self) -> Iterator[RecordedRequest]:
-        """One recorded request per assistant message, in order: its model, its usage (None
-        for a synthetic message, or a later part of a response already counted) and the
-        messages the log shows it sent (no system prompt, no tools: ``messages_only``)."""
-        for number, r in enumerate(self._responses, 1):
-            payload = {"messages": self._wire[r.start : r.end]}
-            yield RecordedRequest(
-                number,
-                r.model,
-                payload,
-                r.usage,
-                messages_only=True,
-                sent_whole_history=r.start == 0,
-            )
+NOT_A_CLAUDE_CODE_LOG = (
+    f"Claude Code log: none of its first {_SNIFF_LINES} lines is an event (a 'type' beside "
+    "'sessionId' or 'uuid', or a 'message' object), or a line has a 'role'"
+)
+"""Why a file is not read as a Claude Code log, for the error that lists every format tried."""
 
 
 def is_claude_code_log(path: Path) -> bool:
@@ -194,6 +166,11 @@ def _load(lines: Iterable[bytes | str], label: str, *, strict: bool) -> LoadedLo
         request_count=sum(r.counted for r in reader.responses),
         _responses=reader.responses,
         _wire=reader.wire,
+        format=FORMAT,
+        compactions=reader.compactions,
+        compaction_mark=COMPACTION_MARK,
+        _sub_agent_responses=reader.side_responses,
+        _sub_agent_wire=reader.side_wire,
     )
 
 
@@ -203,7 +180,8 @@ class _Reader:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self.wire: list[dict[str, Any]] = []  # the Anthropic messages, as sent
-        self.responses: list[_Response] = []
+        self.responses: list[Response] = []
+        self.compactions: list[LogCompaction] = []
         self.skipped: list[LineError] = []
         self.counted: set[str] = set()  # ids of the responses counted so far
         self.calls: dict[str, str] = {}  # tool_use id -> tool name, of earlier calls
@@ -215,6 +193,9 @@ class _Reader:
         self._open: dict[str, Any] | None = None  # the assistant message still being written
         self._open_id: str | None = None
         self._wire_at = 0  # the open assistant message's place in ``wire``
+        self.side_wire: list[dict[str, Any]] = []  # the sub-agents' messages, as sent
+        self.side_responses: list[Response] = []
+        self._side_open: str | None = None
 
     def line(self, raw: bytes | str) -> str:
         """Take one line; return why it is unusable ("" when it was taken or skipped quietly)."""
@@ -224,17 +205,22 @@ class _Reader:
             value = json.loads(raw)
         except UnicodeDecodeError:
             return "not valid UTF-8"
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            return TOO_DEEP
+        except ValueError as exc:
             return f"invalid JSON: {getattr(exc, 'msg', exc)}"
         if not isinstance(value, dict):
             return f"expected a JSON event object, got {type(value).__name__}"
         event: dict[str, Any] = value
         kind = event.get("type")
+        if kind == "system" and event.get("subtype") == COMPACT_BOUNDARY:
+            self._compaction(event)
         if not isinstance(kind, str) or kind not in _MESSAGE_TYPES:
             self.other_types[str(kind) if isinstance(kind, str) else "(no type)"] += 1
             return ""
         if event.get("isSidechain") is True:
             self.sidechain += 1
+            self._sub_agent(event)
             return ""
         message = event.get("message")
         if not isinstance(message, dict):
@@ -245,10 +231,50 @@ class _Reader:
             return self._assistant(event, message, content)
         return self._user(event, content)
 
+    def _compaction(self, event: dict[str, Any]) -> None:
+        meta = event.get("compactMetadata")
+        meta = cast("dict[str, Any]", meta) if isinstance(meta, dict) else {}
+        trigger = meta.get("trigger")
+        stamp = event.get("timestamp")
+        self.compactions.append(
+            LogCompaction(
+                len(self.responses),
+                trigger if isinstance(trigger, str) else None,
+                count(meta.get("preTokens")),
+                stamp if isinstance(stamp, str) else None,
+            )
+        )
+
+    def _sub_agent(self, event: dict[str, Any]) -> None:
+        """A sub-agent's event: its own conversation, kept for its requests' usage only."""
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return
+        message = cast("dict[str, Any]", message)
+        blocks = content_blocks(message.get("content")) or []
+        if event.get("type") == "user":
+            self.side_wire.append({"role": "user", "content": blocks})
+            return
+        response_id = message.get("id") if isinstance(message.get("id"), str) else None
+        usage = message.get("usage")
+        recorded = _anthropic_usage(usage) if isinstance(usage, dict) else None
+        if response_id is not None and response_id == self._side_open:
+            self.side_wire[-1]["content"].extend(blocks)
+            last = self.side_responses[-1]
+            if recorded is not None:
+                self.side_responses[-1] = replace(last, usage=recorded)
+            return
+        model = message.get("model") if isinstance(message.get("model"), str) else None
+        if model == SYNTHETIC_MODEL:
+            return
+        self.side_responses.append(Response(model, recorded, 0, len(self.side_wire), True))
+        self.side_wire.append({"role": "assistant", "content": blocks})
+        self._side_open = response_id
+
     # --- assistant ---------------------------------------------------------------------
 
     def _assistant(self, event: dict[str, Any], message: dict[str, Any], content: object) -> str:
-        blocks = _blocks(content)
+        blocks = content_blocks(content)
         if blocks is None:
             return "assistant 'content' is neither text nor a list of blocks"
         # A call with no id can be answered by no result: the host refuses it in any view.
@@ -258,8 +284,8 @@ class _Reader:
         model = message.get("model") if isinstance(message.get("model"), str) else None
         usage = message.get("usage")
         stamp = _stamp(event)
-        per_block = [_call(b) if b.get("type") == "tool_use" else None for b in blocks]
-        stored = [_stored_block(b, c) for b, c in zip(blocks, per_block, strict=True)]
+        per_block = [tool_use_call(b) if b.get("type") == "tool_use" else None for b in blocks]
+        stored = [stored_block(b, c) for b, c in zip(blocks, per_block, strict=True)]
         calls = [c for c in per_block if c is not None]
         for call in calls:
             if isinstance(call["id"], str):
@@ -272,7 +298,7 @@ class _Reader:
             self.wire[self._wire_at]["content"].extend(blocks)
             last = self.responses[-1]
             if last.counted and isinstance(usage, dict):
-                self.responses[-1] = replace(last, usage=_usage(usage))
+                self.responses[-1] = replace(last, usage=_anthropic_usage(usage))
             return _unpaired_text(unpaired)
         stored_message: dict[str, Any] = {"role": "assistant", "content": stored, **stamp}
         if calls:
@@ -287,8 +313,8 @@ class _Reader:
         if model and not synthetic and model not in self.models:
             self.models.append(model)
         # A real response without usage is still a request: counted, its figures unknown.
-        recorded = _usage(usage) if counted and isinstance(usage, dict) else None
-        self.responses.append(_Response(model, recorded, self.segment, len(self.wire), counted))
+        recorded = _anthropic_usage(usage) if counted and isinstance(usage, dict) else None
+        self.responses.append(Response(model, recorded, self.segment, len(self.wire), counted))
         self._wire_at = len(self.wire)
         self.wire.append({"role": "assistant", "content": list(blocks)})
         self._open, self._open_id = stored_message, response_id
@@ -297,7 +323,7 @@ class _Reader:
     # --- user ----------------------------------------------------------------------------
 
     def _user(self, event: dict[str, Any], content: object) -> str:
-        blocks = _blocks(content)
+        blocks = content_blocks(content)
         if blocks is None:
             return "user 'content' is neither text nor a list of blocks"
         results = [b for b in blocks if b.get("type") == "tool_result"]
@@ -307,7 +333,7 @@ class _Reader:
         stamp = _stamp(event)
         for result in answered:
             tool = self.calls[result["tool_use_id"]]
-            self.messages.append(_tool_message(result, tool, stamp))
+            self.messages.append(tool_message(result, tool, stamp))
         if rest:
             self._open = None  # a person spoke: the next assistant event is a new response
             text = content if isinstance(content, str) else rest
@@ -365,7 +391,7 @@ class _Reader:
         return notes
 
 
-def _blocks(content: object) -> list[dict[str, Any]] | None:
+def content_blocks(content: object) -> list[dict[str, Any]] | None:
     """Content as blocks (a string is one text block); None when it is neither."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
@@ -392,14 +418,14 @@ def _unpaired_text(unpaired: list[dict[str, Any]]) -> str:
     )
 
 
-def _stored_block(block: dict[str, Any], call: dict[str, Any] | None) -> dict[str, Any]:
+def stored_block(block: dict[str, Any], call: dict[str, Any] | None) -> dict[str, Any]:
     """A content block as an Amplifier transcript stores it: a call as a ``tool_call``."""
     if call is None:
         return dict(block)
     return {"type": "tool_call", "id": call["id"], "name": call["name"], "input": call["arguments"]}
 
 
-def _call(block: dict[str, Any]) -> dict[str, Any]:
+def tool_use_call(block: dict[str, Any]) -> dict[str, Any]:
     """A ``tool_use`` block as a stored ``tool_calls`` entry (arguments that are no object are
     kept as their JSON text, as for any foreign call)."""
     return normalise_tool_call(
@@ -407,12 +433,12 @@ def _call(block: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _tool_message(result: dict[str, Any], tool: str, stamp: dict[str, Any]) -> dict[str, Any]:
+def tool_message(result: dict[str, Any], tool: str, stamp: dict[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": result["tool_use_id"],
         "name": tool,
-        "content": _result_content(result.get("content")),
+        "content": result_content(result.get("content")),
     }
     metadata = dict(stamp.get("metadata", {}))
     if result.get("is_error") is True:
@@ -424,7 +450,7 @@ def _tool_message(result: dict[str, Any], tool: str, stamp: dict[str, Any]) -> d
     return message
 
 
-def _result_content(content: object) -> str | list[Any]:
+def result_content(content: object) -> str | list[Any]:
     """A result's content as a message holds it: text or blocks as logged (images included),
     anything else as its JSON text, so no result is refused or lost."""
     if content is None:
@@ -440,21 +466,15 @@ def _stamp(event: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"timestamp": stamp}} if isinstance(stamp, str) else {}
 
 
-def _usage(usage: dict[str, Any]) -> RecordedUsage:
+def _anthropic_usage(usage: dict[str, Any]) -> RecordedUsage:
     """Anthropic's usage (``input_tokens`` without the cache) in the host's terms."""
-    fresh = _count(usage.get("input_tokens"))
-    read = _count(usage.get("cache_read_input_tokens")) or 0
-    written = _count(usage.get("cache_creation_input_tokens")) or 0
+    fresh = count(usage.get("input_tokens"))
+    read = count(usage.get("cache_read_input_tokens")) or 0
+    written = count(usage.get("cache_creation_input_tokens")) or 0
     host: dict[str, Any] = {
         "input_tokens": None if fresh is None else fresh + read,
         "cache_read_tokens": read,
         "cache_write_tokens": written,
-        "output_tokens": _count(usage.get("output_tokens")),
+        "output_tokens": count(usage.get("output_tokens")),
     }
     return RecordedUsage.from_mapping({k: v for k, v in host.items() if v is not None})
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value

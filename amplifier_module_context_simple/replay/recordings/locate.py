@@ -2,8 +2,10 @@
 
 A name is a file, an Amplifier session directory, a Claude Code project folder
 (``~/.claude/projects/<project>/``: one ``<session id>.jsonl`` log per session), a log in such
-a folder named by the start of its id (``<folder>/<id>``), or a bare session id looked up under
-both homes (``~/.amplifier/projects/*/sessions/<id>/`` and ``~/.claude/projects/*/<id>.jsonl``).
+a folder named by the start of its id (``<folder>/<id>``), a Cline task folder, a folder of
+another agent's sessions (the newest is replayed), or a bare session id looked up under both
+homes (``~/.amplifier/projects/*/sessions/<id>/`` and ``~/.claude/projects/*/<id>.jsonl``),
+then in the other agents' homes (``agent_homes``: Codex, Pi, Cline, OpenCode).
 :func:`locate` turns it into the path the readers take, and says on standard error which log
 of a project folder it picked; a directory that is none of these is refused with every layout
 the tool reads. The home directory is ``Path.home()`` (``$HOME``), so tests point it elsewhere.
@@ -16,7 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import CliError
+from .agent_homes import (
+    AgentSession,
+    agent_homes,
+    find_by_id,
+    folder_sessions,
+    is_sub_agent_log,
+)
 from .claude_code_log import is_claude_code_log
+from .cline_task import HISTORY_NAME
 from .session_dir import EVENTS_NAME, SESSIONS_GLOB, SessionError, find_session
 from .transcripts import ACCEPTED_LAYOUTS, TRANSCRIPT_NAME
 
@@ -39,6 +49,8 @@ class Located:
 
     name: str
     notes: tuple[str, ...] = ()
+    session: str | None = None
+    """Which session of the file ``name`` holds many (an OpenCode database)."""
 
 
 def locate(source: str) -> Located:
@@ -61,6 +73,8 @@ def locate(source: str) -> Located:
     except SessionError as exc:
         amplifier, ambiguous = None, str(exc)
     found = _claude_code_ids(source)
+    if amplifier is None and not found and not ambiguous:
+        return _agent_id(source)
     also = f"; {len(found)} Claude Code log(s) match too" if found else ""
     if ambiguous:
         raise CliError(ambiguous + also)
@@ -85,7 +99,7 @@ def locate(source: str) -> Located:
 def claude_code_logs(folder: Path) -> list[Path]:
     """The Claude Code session logs directly in ``folder``, newest first (by modification
     time, then name)."""
-    logs = [p for p in folder.glob("*.jsonl") if is_claude_code_log(p)]
+    logs = [p for p in folder.glob("*.jsonl") if not is_sub_agent_log(p) and is_claude_code_log(p)]
     return sorted(logs, key=lambda p: (-p.stat().st_mtime, p.name))
 
 
@@ -97,10 +111,12 @@ def not_found_text(source: str) -> str | None:
     home = Path.home()
     amplifier = sum(1 for p in home.glob(SESSIONS_GLOB + "/*") if p.is_dir())
     claude = sum(1 for _ in home.glob(CLAUDE_PROJECTS_GLOB + "/*.jsonl"))
+    others = [(h, len(folder_sessions(h))) for h in agent_homes() if h.is_dir()]
+    elsewhere = "".join(f", {h}/ ({n:,} session(s) there)" for h, n in others)
     return (
         f"no such file or directory: {source}, and no session id starts with it under "
         f"{home / SESSIONS_GLOB}/ ({amplifier:,} session(s) there) or "
-        f"{home / CLAUDE_PROJECTS_GLOB}/ ({claude:,} log(s) there)"
+        f"{home / CLAUDE_PROJECTS_GLOB}/ ({claude:,} log(s) there){elsewhere}"
     )
 
 
@@ -110,6 +126,13 @@ def _directory(path: Path) -> Located:
     logs = claude_code_logs(path)
     if logs:
         return Located(str(logs[0]), (_listing(path, logs),))
+    if (path / HISTORY_NAME).is_file():
+        return Located(str(path))  # a Cline task folder
+    sessions = folder_sessions(path)
+    if sessions:
+        return Located(
+            str(sessions[0].path), (_agent_listing(path, sessions),), sessions[0].session
+        )
     held = (
         " (it holds an events.jsonl but no transcript.jsonl)"
         if (path / EVENTS_NAME).is_file()
@@ -127,6 +150,15 @@ def _listing(folder: Path, logs: list[Path]) -> str:
         f"{folder} is a Claude Code project folder with {len(logs)} session log(s), newest "
         f"first: {shown}{more}. Replaying the newest, {logs[0].stem}; name another as "
         f"{folder}/<session id> (the start of the id is enough)"
+    )
+
+
+def _agent_listing(folder: Path, sessions: list[AgentSession]) -> str:
+    shown = "; ".join(s.name for s in sessions[:SHOWN_LOGS])
+    more = f"; {len(sessions) - SHOWN_LOGS} more" if len(sessions) > SHOWN_LOGS else ""
+    return (
+        f"{folder} holds {len(sessions)} agent session(s), newest first: {shown}{more}. "
+        f"Replaying the newest, {sessions[0].name}; name another by its session id"
     )
 
 
@@ -158,4 +190,17 @@ def _claude_code_ids(session_id: str) -> list[Path]:
     exact = [p for p in logs if p.stem == session_id]
     # An exact id wins over longer ids it begins; otherwise a prefix, as for Amplifier ids.
     matches = exact or [p for p in logs if p.stem.startswith(session_id)]
-    return [p for p in matches if is_claude_code_log(p)]
+    return [p for p in matches if not is_sub_agent_log(p) and is_claude_code_log(p)]
+
+
+def _agent_id(session_id: str) -> Located:
+    """A session id looked up in the other agents' homes (Codex, Pi, Cline, OpenCode)."""
+    found = find_by_id(session_id)
+    if len(found) > 1:
+        names = ", ".join(str(s.path) + (f" {s.session}" if s.session else "") for s in found)
+        raise CliError(
+            f"session id {session_id!r} is ambiguous: {len(found)} sessions match: {names}"
+        )
+    if found:
+        return Located(str(found[0].path), session=found[0].session)
+    return Located(session_id)

@@ -394,7 +394,7 @@ def _metadata(path: Path, notes: list[str]) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         notes.append(f"{path.name} is unreadable ({type(exc).__name__}); ignored")
         return {}
     if not isinstance(value, dict):

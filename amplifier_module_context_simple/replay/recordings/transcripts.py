@@ -36,6 +36,7 @@ __all__ = [
     "ACCEPTED_LAYOUTS",
     "RAW_ARGUMENTS_KEY",
     "RECOGNISED_FORMATS",
+    "TOO_DEEP",
     "TRANSCRIPT_NAME",
     "LineError",
     "LoadedTranscript",
@@ -51,13 +52,18 @@ _AMPLIFIER_BLOCKS = SIGNED_THINKING_TYPES | CALL_BLOCK_TYPES
 ACCEPTED_LAYOUTS = (
     "an Amplifier session directory (holding transcript.jsonl, with events.jsonl beside it "
     "or in a hook's subfolder) or its id; an Amplifier transcript.jsonl; OpenAI-chat JSONL (one "
-    'message per line, or one conversation per line: {"messages": [...]}); a Claude Code '
-    "session log (~/.claude/projects/<project>/<session>.jsonl), its project folder, or its "
+    'message per line, or one conversation per line: {"messages": [...]}), or the same as '
+    "one pretty-printed JSON document; a Claude Code session log "
+    "(~/.claude/projects/<project>/<session>.jsonl), its project folder, or its session id; a "
+    "Codex rollout (~/.codex/sessions/), a Pi session (~/.pi/agent/sessions/), an opencode "
+    "export file or OpenCode's opencode.db, a Cline task folder, each also by its folder or "
     "session id; - for standard input"
 )
 """Every layout the replay tool reads: its ``--help`` and the errors that refuse something
 else name them all."""
 RECOGNISED_FORMATS = "recognised: " + ACCEPTED_LAYOUTS
+TOO_DEEP = "JSON nested too deep to read"
+"""Why a line (or file) whose nesting the parser cannot follow is skipped: never a crash."""
 RAW_ARGUMENTS_KEY = "_raw"
 """Key under which call arguments that are not a JSON object are kept, as their JSON text."""
 
@@ -225,6 +231,8 @@ def _parse_line(text: str) -> tuple[dict[str, Any] | None, str]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    except RecursionError:
+        return None, TOO_DEEP
     return as_message(value)
 
 
