@@ -126,6 +126,7 @@ def build_map(
         in_view.update(names_of(message))
     used = measure(MAP_HEADING)
     lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, passed, names_of)
+    lines = _once(lines)
     # Every line's call first, newest first, while they fit; then names, a round at a time
     # (each line's first, then each line's second, ...), so one long listing never pushes
     # out an older line, and each line's most telling names come first.
@@ -149,9 +150,24 @@ def build_map(
             grew = True
         if not grew:
             break
-    if not taken:
-        return ()
-    return (MAP_HEADING, *(line.text(names) for line, names in zip(lines, taken, strict=False)))
+    texts = [
+        line.text(names)
+        for line, names in zip(lines, taken, strict=False)
+        # A bare tool or role that got no name tells the model nothing.
+        if names or " " in line.source
+    ]
+    return (MAP_HEADING, *texts) if texts else ()
+
+
+def _once(lines: list[MapLine]) -> list[MapLine]:
+    """A call repeated with nothing new to name is said once, on its newest line."""
+    said: set[str] = set()
+    kept: list[MapLine] = []
+    for line in lines:
+        if line.names or line.source not in said:
+            kept.append(line)
+            said.add(line.source)
+    return kept
 
 
 _Key = tuple[int, str]

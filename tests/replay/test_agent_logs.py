@@ -287,7 +287,10 @@ def test_a_claude_code_log_that_ends_on_its_compaction_shows_it(tmp_path: Path) 
         (1, "manual", 15_808)
     ]
     assert rework["spans"] == []
-    words = " ".join(run("replay", str(path)).stdout.split())
+    # The first screen says it happened; the full report lists each one.
+    first = " ".join(run("replay", str(path)).stdout.split())
+    assert "The agent's own compactions 1; the first after request 1: manual, 15,808" in first
+    words = " ".join(run("replay", str(path), "--full").stdout.split())
     assert "The agent's own compactions (claude-code compact_boundary): 1" in words
     assert "after request 1: manual, 15,808 tokens before" in words
 
@@ -340,7 +343,7 @@ def test_a_sub_agents_requests_have_their_own_rows_and_count_in_the_totals(
         sum(r["priced_input_tokens"] for r in rows), abs=0.2
     )
     assert cache["breaks"] == 0
-    assert " s1 " in run("replay", str(path), "--requests").stdout
+    assert " s1 " in run("replay", str(path), "--full").stdout
 
 
 def test_an_unknown_session_id_names_the_agents_homes_it_looked_in(

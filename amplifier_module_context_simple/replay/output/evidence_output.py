@@ -12,9 +12,10 @@ from rich.markup import escape
 from ..engine.report import ReplayReport
 from ..findings.evidence import CompactionEvidence, by_compaction
 from ..findings.rework import Rework
+from ..recordings.recorded_log import LogCompaction
 from .row_caps import largest, more_text
 
-__all__ = ["evidence_rows", "render_evidence"]
+__all__ = ["evidence_rows", "recorded_compaction_text", "render_evidence"]
 
 SHOWN_STRINGS = 3
 """Strings named per line (the rest are counted; all are in --json)."""
@@ -70,20 +71,26 @@ def render_evidence(console: Console, report: ReplayReport) -> None:
         _render_rework(console, report.rework)
 
 
+def recorded_compaction_text(c: LogCompaction) -> str:
+    """One of the agent's own compactions: after which request, what triggered it, how big
+    the conversation was before it."""
+    trigger = c.trigger or "trigger not recorded"
+    before = (
+        f"{c.tokens_before:,} tokens before"
+        if c.tokens_before is not None
+        else "tokens before not recorded"
+    )
+    return f"after request {c.after_request}: {trigger}, {before}"
+
+
 def _render_recorded(console: Console, rework: Rework) -> None:
     """The agent's own compactions as its log records them (the log may end on one)."""
     console.print(
         f"[bold]The agent's own compactions[/] ({escape(rework.source)}): {len(rework.recorded)}"
     )
     for c in rework.recorded[:SHOWN_STRINGS]:
-        trigger = c.trigger or "trigger not recorded"
-        before = (
-            f"{c.tokens_before:,} tokens before"
-            if c.tokens_before is not None
-            else ("tokens before not recorded")
-        )
         when = f", {c.timestamp}" if c.timestamp else ""
-        console.print("  " + escape(f"after request {c.after_request}: {trigger}, {before}{when}"))
+        console.print("  " + escape(recorded_compaction_text(c) + when))
     if len(rework.recorded) > SHOWN_STRINGS:
         console.print(f"  [dim]{more_text(len(rework.recorded) - SHOWN_STRINGS, 'compactions')}[/]")
 

@@ -18,7 +18,7 @@ from ..engine.report import ReplayReport
 from ..findings.evidence import by_compaction
 from ..findings.records import not_recorded_text
 from ..findings.refusals import RefusalReport, assess
-from .evidence_output import evidence_rows
+from .evidence_output import evidence_rows, recorded_compaction_text
 from .output import requests_table
 from .report_rows import (
     cost_rows,
@@ -53,7 +53,7 @@ def render_first_screen(console: Console, report: ReplayReport, *, show_requests
     refusals = assess(report)
     parts = [
         cost_rows(report, s),
-        _saved_rows(s, n),
+        _saved_rows(report, s, n),
         _lost_rows(report, s),
         _refused_rows(refusals, s, n),
     ]
@@ -79,7 +79,7 @@ def render_first_screen(console: Console, report: ReplayReport, *, show_requests
     )
 
 
-def _saved_rows(s: dict[str, Any], n: int) -> list[tuple[str, str]]:
+def _saved_rows(report: ReplayReport, s: dict[str, Any], n: int) -> list[tuple[str, str]]:
     count = s["compactions"]
     levels = ""
     if count:
@@ -95,7 +95,17 @@ def _saved_rows(s: dict[str, Any], n: int) -> list[tuple[str, str]]:
          f"{s['final_tokens_saved']:,} of the history's {s['history_tokens']:,}"),
         ("Tokens not sent, all requests", f"{s['tokens_saved']:,}"),
         ("Prefix-stable views", f"{s['prefix_stable_requests']:,} of {n:,} (cache kept)"),
+        *_own_rows(report),
     ]  # fmt: skip
+
+
+def _own_rows(report: ReplayReport) -> list[tuple[str, str]]:
+    """The agent's own compactions, when its log records any: how many, and the first."""
+    rework = report.rework
+    if rework is None or not rework.recorded:
+        return []
+    first = recorded_compaction_text(rework.recorded[0])
+    return [("The agent's own compactions", f"{len(rework.recorded):,}; the first {first}")]
 
 
 def _lost_rows(report: ReplayReport, s: dict[str, Any]) -> list[tuple[str, str]]:
