@@ -41,7 +41,7 @@ from ._decisions import Decisions
 from ._forms import text_of
 from ._history import HistoryIndex
 from ._messages import STUBBED_KEY, TRUNCATED_KEY
-from ._names import names_in
+from ._names import name_forms, names_in
 
 MAP_HEADING = "Left out, newest first (call or message: the names it held):"
 """The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
@@ -227,8 +227,8 @@ def _gather(
     lines: list[MapLine] = []
     for key in sorted(names_of, reverse=True):
         source = source_of[key]
-        # What the label already says is not listed again.
-        said = names_in(source)
+        # What the label already says (a path, or any of its endings) is not listed again.
+        said = {form for name in names_in(source) for form in name_forms(name)}
         names = [n for n in sorted(names_of[key], key=rank) if n not in said]
         if names or " " in source:
             # A bare tool or role with no names would tell the model nothing.
@@ -305,7 +305,7 @@ def _result_line(
 
 
 def _call_label(tool: str, arguments: object) -> str:
-    """``tool what-it-was-called-on``: the call's first argument text, on one line."""
+    """``tool what-it-was-called-on`` (``_first_text``), on one line."""
     about = _first_text(arguments)
     if about is None:
         return tool
@@ -316,16 +316,21 @@ def _call_label(tool: str, arguments: object) -> str:
 
 
 def _first_text(arguments: object) -> str | None:
+    """What a call was about: its first text argument that holds a name (a path, a command
+    on one), else its first text argument (``view`` before the path it views is not it)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except ValueError:
             return arguments or None
-    if isinstance(arguments, Mapping):
-        for value in arguments.values():  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(value, str) and value.strip():
-                return value
-    return None
+    if not isinstance(arguments, Mapping):
+        return None
+    texts = [
+        value
+        for value in arguments.values()  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, str) and value.strip()
+    ]
+    return next((t for t in texts if names_in(t)), texts[0] if texts else None)
 
 
 def _argument_names(arguments: object) -> list[str]:
