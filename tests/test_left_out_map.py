@@ -197,3 +197,22 @@ def test_the_map_is_sticky_fits_the_budget_and_survives_a_resume(
             await manager.add_message(message)
 
     asyncio.run(run())
+
+
+async def test_a_call_is_named_by_the_argument_that_holds_a_name() -> None:
+    # An editor call's first argument is its command ("view"); the path it viewed names it.
+    messages: list[Msg] = [{"role": "user", "content": "Look at the code."}]
+    for n in range(14):
+        path = f"/work/repo/src/pkg/part_{n}.py"
+        messages.append(call(f"c{n}", "str_replace_editor", command="view", path=path))
+        body = "\n".join(f"src/pkg/part_{n}.py:{k}: def step_{n}_{k}(): pass" for k in range(60))
+        messages.append(result(f"c{n}", body))
+    manager, views = await fed(messages, 8_000)
+    lines = the_map(views[-1])
+    assert lines
+    for line in lines:
+        assert line.startswith("- str_replace_editor /work/repo/src/pkg/part_"), line
+        # The result's "src/pkg/part_N.py" is an ending of the label's path: not listed again.
+        label, _, names = line.partition(": ")
+        assert label.removeprefix("- str_replace_editor /work/repo/") not in names.split()
+    assert manager.decisions.removed
