@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import check_view, estimate_message_tokens, mount
+from amplifier_module_context_simple._reading_gate import ReadingGate
 from amplifier_module_context_simple._size_model import SizeModel
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 
@@ -247,3 +248,19 @@ def test_lying_readings_never_send_a_request_over_the_window_nor_keep_disproved_
     session: Session,
 ) -> None:
     assert asyncio.run(drive(session)) == []
+
+
+@given(st.lists(st.booleans(), max_size=30))
+def test_an_implausible_reading_is_believed_only_right_after_a_rejected_one(
+    implausible_readings: list[bool],
+) -> None:
+    # A confirmation is spent on the reading it believes: the next implausible reading is
+    # rejected again, and a plausible reading in between confirms nothing.
+    gate = ReadingGate()
+    room, carried = 10_000, 1_000
+    previous_rejected = False
+    for is_implausible in implausible_readings:
+        reading = room + 1 if is_implausible else carried
+        believed = gate.admit(reading, carried, room, report=False)
+        assert believed == (not is_implausible or previous_rejected)
+        previous_rejected = not believed
