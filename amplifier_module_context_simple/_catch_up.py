@@ -62,9 +62,14 @@ def catch_up(
     size = len(messages)
     start = state.walked
     state.walked = size
-    if start > 0 or planner.config.token_meter != "estimate":
-        # The running session plans its own request points; in actual mode what decided
-        # them were readings, which a walk does not have.
+    # A manager that has planned a request on this history (its index is not empty: a reset
+    # empties it) or was handed every message through ``add_message`` follows the running
+    # session, which plans its own request points. One that has planned none is resuming,
+    # however the history reached ``self.messages`` (some messages admitted, the rest read
+    # straight from a store), and plans them as ``set_messages`` would. In actual mode what
+    # decided them were readings, which a walk does not have.
+    followed = start == size or (start > 0 and len(index.facts) > 0)
+    if followed or planner.config.token_meter != "estimate":
         return
     rewritten = index.reconcile(messages, planner.family(budget.model_name))
     if rewritten is not None:
