@@ -23,9 +23,11 @@ with a side call before its first view. In both meter modes:
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from amplifier_core import AmplifierSession
 from amplifier_core.llm_errors import ContextLengthError
 from amplifier_core.models import HookResult, ModelInfo
@@ -264,3 +266,24 @@ def test_an_implausible_reading_is_believed_only_right_after_a_rejected_one(
         believed = gate.admit(reading, carried, room, report=False)
         assert believed == (not is_implausible or previous_rejected)
         previous_rejected = not believed
+
+
+def test_rejections_are_warned_at_the_1st_2nd_4th_8th_and_so_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = ReadingGate()
+    with caplog.at_level(logging.DEBUG, logger="amplifier_module_context_simple"):
+        for k in range(20):  # every other reading implausible: each one rejected
+            assert not gate.admit(900_000 + k, 1_000, 10_000, report=True)
+            assert gate.admit(1_000, 1_000, 10_000, report=True)
+    lines = [r for r in caplog.records if "summed usage" in r.getMessage()]
+    assert [r.levelno == logging.WARNING for r in lines] == [
+        k in (1, 2, 4, 8, 16) for k in range(1, 21)
+    ]
+    assert lines[3].getMessage() == (
+        "context-simple: the provider reported 900,003 input tokens for a request that carried "
+        "~1,000 and could hold at most 10,000: server-held history or summed usage? The reading "
+        "is not used until the next one confirms it (4 rejected so far)"
+    )
+    assert [r.rejections for r in gate.take()] == list(range(1, 21))
+    assert gate.take() == ()
