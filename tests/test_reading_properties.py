@@ -35,7 +35,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import check_view, estimate_message_tokens, mount
-from amplifier_module_context_simple._reading_gate import ReadingGate
+from amplifier_module_context_simple._reading_gate import (
+    IMPLAUSIBLE_FACTOR,
+    ReadingGate,
+    implausible,
+)
 from amplifier_module_context_simple._size_model import SizeModel
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 
@@ -287,3 +291,14 @@ def test_rejections_are_warned_at_the_1st_2nd_4th_8th_and_so_on(
     )
     assert [r.rejections for r in gate.take()] == list(range(1, 21))
     assert gate.take() == ()
+
+
+@given(st.integers(0, 10**12), st.integers(0, 10**9))
+def test_a_reading_is_implausible_only_against_a_known_request_and_room(
+    reading: int, known: int
+) -> None:
+    assert not implausible(reading, None, known)
+    assert not implausible(reading, known, None)
+    assert not implausible(reading, None, None)
+    above = reading > known and reading > IMPLAUSIBLE_FACTOR * known
+    assert implausible(reading, known, known) == above
