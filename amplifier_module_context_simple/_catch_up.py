@@ -1,14 +1,14 @@
 """Decisions as a function of the history: the request points this manager did not plan.
 
 A history shows where its requests were made: each assistant message answers a request over
-the messages before it. A running session plans every one of them as it happens (a message
-admitted with ``add_message`` marks the points before it as the running session's own); a
-manager that is handed a stored history (a resume: ``set_messages``, or a subclass that reads
-its file back into ``self.messages``) has planned none. Before its first request it walks
-those request points in order and plans each one as the running session did (same planner,
-same budget, an empty meter), keeping the escalations and nothing else: no view goes out and
-no event is emitted. Its first view is then the one the running session would have sent,
-byte for byte, and so is every later one.
+the messages before it (a display-only row, ``_public``, answers none). A running session
+plans every one of them as it happens (a message admitted with ``add_message`` marks the
+points before it as the running session's own); a manager that is handed a stored history
+(a resume: ``set_messages``, or a subclass that reads its file back into ``self.messages``)
+has planned none. Before its first request it walks those request points in order and plans
+each one as the running session did (same planner, same budget, an empty meter), keeping the
+escalations and nothing else: no view goes out and no event is emitted. Its first view is
+then the one the running session would have sent, byte for byte, and so is every later one.
 
 Most request points are far below any trigger: an upper bound of their view (``_Bound``) shows
 it, and they cost a sum over the messages indexed since the last point; the rendered prefix
@@ -32,6 +32,7 @@ from ._decisions import CompactionStats, Decisions
 from ._meter import IDENTITY, TokenMeter
 from ._plan import Scope
 from ._planner import Planner
+from ._public import answers_a_request
 from ._room import made_under
 from ._timing import cache_cold, moment_of, quiet_below
 
@@ -61,9 +62,14 @@ def catch_up(
     size = len(messages)
     start = state.walked
     state.walked = size
-    if start > 0 or planner.config.token_meter != "estimate":
-        # The running session plans its own request points; in actual mode what decided
-        # them were readings, which a walk does not have.
+    # A manager that has planned a request on this history (its index is not empty: a reset
+    # empties it) or was handed every message through ``add_message`` follows the running
+    # session, which plans its own request points. One that has planned none is resuming,
+    # however the history reached ``self.messages`` (some messages admitted, the rest read
+    # straight from a store), and plans them as ``set_messages`` would. In actual mode what
+    # decided them were readings, which a walk does not have.
+    followed = start == size or (start > 0 and len(index.facts) > 0)
+    if followed or planner.config.token_meter != "estimate":
         return
     rewritten = index.reconcile(messages, planner.family(budget.model_name))
     if rewritten is not None:
@@ -76,7 +82,7 @@ def catch_up(
     meter = TokenMeter()
     bound = _Bound(planner, budget)
     for point in range(1, size):
-        if messages[point].get("role") != "assistant" or point < len(index.facts):
+        if point < len(index.facts) or not answers_a_request(messages[point]):
             continue
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)

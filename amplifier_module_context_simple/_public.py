@@ -16,6 +16,7 @@ __all__ = [
     "PUBLIC_KEYS",
     "REFERENCE_ONLY_KEY",
     "SEQUENCE_KEY",
+    "answers_a_request",
     "carries_public_marker",
     "execution_form",
     "execution_metadata",
@@ -39,6 +40,13 @@ def is_reference_only(message: Mapping[str, Any]) -> bool:
     every other flag a message carries (``ephemeral``, ``persisted``)."""
     meta = message.get("metadata")
     return isinstance(meta, Mapping) and meta.get(REFERENCE_ONLY_KEY) is True  # pyright: ignore[reportUnknownMemberType]
+
+
+def answers_a_request(message: Mapping[str, Any]) -> bool:
+    """Whether a request was made right before this history message: it is what a model
+    answered (an assistant message), not a row the user was shown in its place. The resume
+    walk and the replay find their request points with this, as an orchestrator makes them."""
+    return message.get("role") == "assistant" and not is_reference_only(message)
 
 
 def execution_metadata(

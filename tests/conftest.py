@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "amplifier_module_context_simple"
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+# For mutation runs (``[tool.mutmut]`` in pyproject.toml): mutmut's copies run several times
+# slower, and the clean run and every mutant's run must draw the same examples.
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from amplifier_core.models import ModelInfo, ProviderInfo
+from hypothesis import given
+from hypothesis import strategies as st
 
 from amplifier_module_context_simple import _budget
 from amplifier_module_context_simple._budget import (
@@ -362,15 +364,39 @@ async def test_empty_defaults_uses_fallback() -> None:
         (-5, 64_000),
     ],
 )
-async def test_unusable_windows_fall_through(window: object, max_output: object) -> None:
+async def test_unusable_windows_fall_through(
+    window: object, max_output: object, caplog: pytest.LogCaptureFixture
+) -> None:
     defaults = {"context_window": 200_000, "max_output_tokens": 64_000}
     provider = SyncProvider(
         mi={"context_window": window, "max_output_tokens": max_output},
         pi=provider_info(defaults),
     )
-    budget = await derive(provider)
+    with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
+        budget = await derive(provider)
     assert budget.source == "provider_defaults"
     assert budget.derived_budget == 131_904
+    # The provider's bug is named: the window it published and where.
+    assert f"Ignoring get_model_info(): context_window={window!r} is not a positive integer" in [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+    ]
+
+
+@given(room=st.integers(1, 500_000), tools=st.integers(0, 600_000), learned=st.integers(0, 9))
+async def test_the_derived_budget_is_the_room_less_what_is_held_back_and_at_least_one(
+    room: int, tools: int, learned: int
+) -> None:
+    budget = await derive_budget(
+        token_budget=None,
+        provider=None,
+        max_tokens=None,
+        max_tokens_fallback=room,
+        output_reserve_fraction=1.0,
+        held_back=lambda _name: (tools, learned),
+    )
+    aside = tools + min(learned, room)
+    assert budget.derived_budget == (room - aside if aside < room else 1)
+    assert budget.starved == (aside >= room)
 
 
 async def test_smallest_window_keeps_its_budget_inside_it() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -288,6 +289,21 @@ def test_what_a_plan_leaves_out_is_its_base_read_through_the_changes(
     if marked_at >= len(script):
         mark, before = left_out.mark(), set(reference)
     assert left_out.since(mark) == reference - before
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+def test_a_position_put_back_and_taken_out_again_counts_once(rounds: int) -> None:
+    # The base leaves out 0..4; 2 is put back (retained), then taken out and put back again,
+    # ``rounds`` times: the size follows a plain set's through every change.
+    left_out, reference = LeftOut(frozenset(range(5)), {2}), {0, 1, 3, 4}
+    for _ in range(rounds):
+        left_out.add(2)
+        reference.add(2)
+        assert len(left_out) == len(reference) == 5
+        left_out.discard(2)
+        reference.discard(2)
+        assert len(left_out) == len(reference) == 4
+        assert sorted(left_out) == sorted(reference)
 
 
 @settings(max_examples=80, deadline=None)

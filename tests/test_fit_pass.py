@@ -502,3 +502,28 @@ async def test_a_unit_mending_brings_back_comes_back_as_short_as_it_was() -> Non
         retain_contents=[], token_budget=3_900, hard_fit=True
     )
     assert tokens_of(fitted) <= 3_900
+
+
+async def test_results_newer_rounds_pushed_out_of_protection_are_no_longer_called_relaxed() -> None:
+    events = Events()
+    manager = SimpleContextManager(hooks=events.hooks)
+    # As above: the fit pass shortens protected results of five parallel reads.
+    await admit(manager, [prompt("Read the five parser files.")])
+    for i in range(5):
+        await admit(manager, [call(f"r{i}"), result(f"r{i}", 3_000)])
+    view = await manager.get_messages_for_request(token_budget=6_000)
+    assert manager.decisions.protection_relaxed
+    assert "narrower parameters" in notice_of(view)["content"]
+    # Newer rounds take the latest-results protection over; the next escalation is ordinary
+    # compaction of what the fit pass once took, and the notice stops calling it relaxed.
+    for i in range(5, 12):
+        await admit(manager, [answer(f"Next ({i})."), call(f"r{i}"), result(f"r{i}", 400)])
+        view = await manager.get_messages_for_request(token_budget=6_000)
+    compactions = events.compactions()
+    assert len(compactions) >= 2
+    assert compactions[-1]["protection_relaxed"] == {
+        "tool_results_shortened": 0,
+        "groups_removed": 0,
+    }
+    assert not manager.decisions.protection_relaxed
+    assert "narrower parameters" not in notice_of(view)["content"]

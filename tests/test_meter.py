@@ -903,3 +903,24 @@ async def test_plain_dict_result_when_core_is_missing(monkeypatch: pytest.Monkey
     result = await meter.on_llm_response(METER_EVENT, {"usage": {"input_tokens": 8}})
     assert result == {"action": "continue"}
     assert meter.latest_reading == 8
+
+
+@pytest.mark.parametrize("arrived", [0, 1, 2])
+def test_undoing_a_delivery_applies_again_only_the_readings_that_arrived_since(
+    arrived: int,
+) -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(1_000)
+    record(input_tokens=1_200)
+    meter.note_request_estimate(1_100)  # the view that went out, still unanswered
+    before = meter.snapshot()
+    for k in range(arrived):
+        record(input_tokens=1_300 + k)
+    meter.note_request_estimate(5_000)  # the undone request's view
+    meter.restore_keeping_readings(before)
+    # The readings of before the snapshot are not applied twice (nor paired again).
+    assert meter.reading_count == 1 + arrived
+    assert meter.pair_count == 1 + min(arrived, 1)
+    assert meter.answered_reading == (1_300 if arrived else 1_200)
+    assert meter.latest_reading == 1_200 + (100 + arrived - 1 if arrived else 0)

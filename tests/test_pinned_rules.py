@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
+import pytest
+
 from amplifier_module_context_simple import check_view, estimate_message_tokens
 from amplifier_module_context_simple._decisions import Decisions
 from amplifier_module_context_simple._history import HistoryIndex
@@ -125,6 +127,20 @@ def test_the_floor_keeps_the_prompt_a_person_typed_in_the_opening_user_turn() ->
     messages = [prompt("H"), answer("A"), reminder("R"), prompt("H2")]
     messages += [call("c", thinking=True), result("c"), prompt("H3")]
     assert turn_opening(index_of(messages)) == {1, 3, 4}
+
+
+@pytest.mark.parametrize("results", [1, 2])
+def test_a_prompt_typed_right_after_a_result_keeps_the_round_it_merges_into(results: int) -> None:
+    # H, A*[o], T, A[a, a2?], T (, T2), H2 typed right after the result, A[b] without thinking:
+    # H2 joins the user turn of round a's results, so the provider reads the active turn on
+    # through it. Left out, round a would leave H2 a user turn of its own, and the turn would
+    # open at A[b], which has no thinking. The floor keeps that round (its call).
+    ids = ["a", "a2"][:results]
+    round_a = {**call("a"), "tool_calls": [{"id": i, "tool": "read", "arguments": {}} for i in ids]}
+    messages = [prompt("H"), call("o", thinking=True), result("o"), round_a]
+    messages += [result(i) for i in ids]
+    messages += [prompt("H2"), call("b"), result("b")]
+    assert turn_opening(index_of(messages)) == {0, 1, 3}
 
 
 def test_the_newest_message_is_pinned_unless_it_is_a_result() -> None:

@@ -23,9 +23,11 @@ with a side call before its first view. In both meter modes:
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from amplifier_core import AmplifierSession
 from amplifier_core.llm_errors import ContextLengthError
 from amplifier_core.models import HookResult, ModelInfo
@@ -33,6 +35,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import check_view, estimate_message_tokens, mount
+from amplifier_module_context_simple._reading_gate import (
+    IMPLAUSIBLE_FACTOR,
+    ReadingGate,
+    implausible,
+)
 from amplifier_module_context_simple._size_model import SizeModel
 from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 
@@ -247,3 +254,51 @@ def test_lying_readings_never_send_a_request_over_the_window_nor_keep_disproved_
     session: Session,
 ) -> None:
     assert asyncio.run(drive(session)) == []
+
+
+@given(st.lists(st.booleans(), max_size=30))
+def test_an_implausible_reading_is_believed_only_right_after_a_rejected_one(
+    implausible_readings: list[bool],
+) -> None:
+    # A confirmation is spent on the reading it believes: the next implausible reading is
+    # rejected again, and a plausible reading in between confirms nothing.
+    gate = ReadingGate()
+    room, carried = 10_000, 1_000
+    previous_rejected = False
+    for is_implausible in implausible_readings:
+        reading = room + 1 if is_implausible else carried
+        believed = gate.admit(reading, carried, room, report=False)
+        assert believed == (not is_implausible or previous_rejected)
+        previous_rejected = not believed
+
+
+def test_rejections_are_warned_at_the_1st_2nd_4th_8th_and_so_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = ReadingGate()
+    with caplog.at_level(logging.DEBUG, logger="amplifier_module_context_simple"):
+        for k in range(20):  # every other reading implausible: each one rejected
+            assert not gate.admit(900_000 + k, 1_000, 10_000, report=True)
+            assert gate.admit(1_000, 1_000, 10_000, report=True)
+    lines = [r for r in caplog.records if "summed usage" in r.getMessage()]
+    assert [r.levelno == logging.WARNING for r in lines] == [
+        k in (1, 2, 4, 8, 16) for k in range(1, 21)
+    ]
+    assert lines[3].getMessage() == (
+        "context-simple: the provider reported 900,003 input tokens for a request that carried "
+        "~1,000 and could hold at most 10,000: server-held history or summed usage? The reading "
+        "is not used until the next one confirms it (4 rejected so far)"
+    )
+    assert [r.rejections for r in gate.take()] == list(range(1, 21))
+    assert gate.take() == ()
+
+
+@given(st.integers(0, 10**12), st.integers(0, 10**9))
+def test_a_reading_is_implausible_only_against_a_known_request_and_room(
+    reading: int, known: int
+) -> None:
+    assert not implausible(reading, None, known)
+    assert not implausible(reading, known, None)
+    assert not implausible(reading, None, None)
+    above = reading > known and reading > IMPLAUSIBLE_FACTOR * known
+    assert implausible(reading, known, known) == above

@@ -378,6 +378,11 @@ async def test_decisions_made_under_a_disproved_budget_do_not_outlive_the_next_e
     assert set(event["removed_positions"]) == set(decisions.removed)
     assert set(event["truncated_positions"]) == set(decisions.truncated)
     assert set(event["stubbed_positions"]) == set(decisions.stubbed)
+    # Started afresh, the escalation walked the rungs from the whole view's size, down to
+    # its target (notice aside), not from the size the disproved decisions had left.
+    # Started afresh, it walks the rungs from the whole view's size down to its target, not
+    # from the size the disproved decisions had left (it would stop early, above the target).
+    assert event["after_tokens"] <= event["target_tokens"]
 
 
 async def test_a_resume_forgets_the_room_the_old_decisions_were_made_under() -> None:

@@ -536,3 +536,26 @@ async def test_without_a_provider_the_fallback_holds_the_known_tools_back() -> N
     [budget] = recorder.budgets
     assert budget["source"] == "max_tokens_fallback"
     assert budget["effective_budget"] == 200_000 - estimate_tool_definitions(tools, None)
+
+
+def _raises() -> object:
+    raise RuntimeError("the coordinator cannot list its tools")
+
+
+@pytest.mark.parametrize(
+    "source", [lambda: 42, lambda: None, lambda: "read_file", _raises], ids=repr
+)
+async def test_a_tool_source_that_lists_nothing_usable_holds_nothing_back(
+    source: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A source returning what is not a list of tools (or failing) must never fail a request.
+    recorder = _Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    manager.set_tool_definitions(source)
+    await manager.add_message({"role": "user", "content": "hello"})
+    with caplog.at_level(logging.DEBUG, logger="amplifier_module_context_simple"):
+        view = await manager.get_messages_for_request(provider=AnthropicLike())
+    assert view[-1]["content"] == "hello"
+    assert recorder.budgets[-1]["tool_definitions_tokens"] == 0
+    failed = "context-simple: reading the mounted tools failed"
+    assert (failed in caplog.messages) == (source is _raises)

@@ -179,3 +179,67 @@ def test_every_placeholder_result_costs_the_same(call_id: str, family: str | Non
     assert estimate_message_tokens(placeholder(call_id), family=family) == (
         estimate_message_tokens(placeholder(""), family=family)
     )
+
+
+async def _compacted_history() -> list[dict[str, Any]]:
+    running = SimpleContextManager()
+    history = [{"role": "user", "content": "Refactor the parser."}]
+    for k in range(30):
+        call = {"id": f"c{k}", "tool": "read_file", "arguments": {"path": f"src/p{k}.py"}}
+        history.append({"role": "assistant", "content": f"Reading {k}.", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x = 1\n" * 120})
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(6_000)
+        await running.add_message(message)
+    assert running.decisions.escalations >= 2
+    return json.loads(json.dumps(await running.get_messages()))
+
+
+async def _resumed_view(stored: list[dict[str, Any]]) -> tuple[str, int]:
+    resumed = SimpleContextManager()
+    await resumed.set_messages(json.loads(json.dumps(stored)))
+    view = await resumed.get_messages_for_request(6_000)
+    return json.dumps(view), resumed.decisions.escalations
+
+
+async def test_a_manager_that_has_run_is_resumed_afresh_by_set_messages() -> None:
+    stored = await _compacted_history()
+    used = SimpleContextManager()
+    # Another session of as many messages first, every request its own (small: no escalation).
+    for message in stored:
+        short = {k: v for k, v in message.items() if k != "metadata"}
+        if message["role"] == "tool":
+            short["content"] = "ok"
+        if message["role"] == "assistant":
+            await used.get_messages_for_request(6_000)
+        await used.add_message(short)
+    assert used.decisions.escalations == 0
+    await used.set_messages(json.loads(json.dumps(stored)))
+    view = await used.get_messages_for_request(6_000)
+    assert (json.dumps(view), used.decisions.escalations) == await _resumed_view(stored)
+
+
+async def test_a_history_partly_admitted_and_partly_read_from_a_store_is_resumed() -> None:
+    # Decided here: a manager that has planned no request yet is resuming, whichever way the
+    # stored messages reached ``self.messages``. One message came through ``add_message``,
+    # the rest were read back from a store (as context-persistent does): the request points
+    # of the stored part were the stored session's, and are planned as a resume plans them.
+    stored = await _compacted_history()
+    manager = SimpleContextManager()
+    await manager.add_message(dict(stored[0]))
+    manager.messages = [manager.messages[0], *json.loads(json.dumps(stored[1:]))]
+    view = await manager.get_messages_for_request(6_000)
+    assert (json.dumps(view), manager.decisions.escalations) == await _resumed_view(stored)
+
+
+async def test_a_history_admitted_whole_through_add_message_is_the_running_session_s() -> None:
+    # Every message came through ``add_message``: the running session chose to make no
+    # request before now, so only this request is planned (a resume would plan several).
+    stored = await _compacted_history()
+    manager = SimpleContextManager()
+    for message in json.loads(json.dumps(stored)):
+        await manager.add_message(message)
+    await manager.get_messages_for_request(6_000)
+    assert manager.decisions.escalations == 1
+    assert (await _resumed_view(stored))[1] >= 2

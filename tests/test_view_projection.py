@@ -568,3 +568,45 @@ def test_a_reminder_between_a_result_and_a_prompt_is_looked_through() -> None:
     split = [history[0], history[1], history[2], reminder, history[5]]
     assert any("directly follows a tool result" in p for p in check_view(split, history=history))
     assert check_view(history, history=history) == []
+
+
+async def test_an_id_declared_twice_among_content_blocks_keeps_its_first_block() -> None:
+    manager = SimpleContextManager()
+    doubled = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Reading both."},
+            {"type": "tool_call", "id": "call_0", "name": "read", "input": {"p": "a"}},
+            {"type": "tool_call", "id": "call_0", "name": "read", "input": {"p": "b"}},
+            {"type": "tool_call", "id": "call_1", "name": "read", "input": {"p": "c"}},
+        ],
+    }
+    await manager.add_message({"role": "user", "content": "Read a, b and c."})
+    await manager.add_message(doubled)
+    await manager.add_message({"role": "tool", "tool_call_id": "call_0", "content": "A"})
+    await manager.add_message({"role": "tool", "tool_call_id": "call_1", "content": "C"})
+    view = await manager.get_messages_for_request()
+    [sent] = [m for m in view if m["role"] == "assistant"]
+    calls = [b for b in sent["content"] if b.get("type") == "tool_call"]
+    assert [(b["id"], b["input"]) for b in calls] == [
+        ("call_0", {"p": "a"}),
+        ("call_1", {"p": "c"}),
+    ]
+    assert check_view(view, history=await manager.get_messages()) == []
+    assert any(r.startswith("duplicate-call-dropped:") for r in manager.view_repairs)
+
+
+@pytest.mark.parametrize("content", [{"rows": [1, 2]}, 42, 2.5, True], ids=repr)
+async def test_content_written_straight_into_the_history_is_sent_as_text_and_reported(
+    content: Any,
+) -> None:
+    # Admission never stores such content; a subclass writing ``self.messages`` may.
+    manager = SimpleContextManager()
+    manager.messages = [
+        {"role": "user", "content": "Show the rows."},
+        {"role": "user", "content": content},
+    ]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert view[-1]["content"] == json.dumps(content, ensure_ascii=False)
+    assert any(r.startswith("content-json:") for r in manager.view_repairs)

@@ -26,6 +26,7 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
     mount,
 )
+from amplifier_module_context_simple._public import answers_a_request
 from amplifier_module_context_simple._timing import moment_of
 
 from .conftest import CORPUS_DIR
@@ -348,7 +349,7 @@ def _dumps(view: list[dict[str, Any]]) -> str:
     return json.dumps(view, sort_keys=True, default=str)
 
 
-async def _resumed_views_that_differ(
+async def resumed_views_that_differ(
     messages: list[dict[str, Any]], budget: int, provider: Any = None, factory: str | None = None
 ) -> tuple[int, int]:
     live = SimpleContextManager()
@@ -356,7 +357,7 @@ async def _resumed_views_that_differ(
         await live.set_system_prompt_factory(lambda: factory)
     requests = differ = 0
     for position, message in enumerate(messages):
-        if message.get("role") == "assistant" and position > 0:
+        if answers_a_request(message) and position > 0:
             stored = copy.deepcopy(await live.get_messages())
             resumed = SimpleContextManager()
             if factory is not None:
@@ -389,7 +390,7 @@ async def test_a_resume_over_the_corpus_sends_what_the_running_session_would(bud
         requests = differ = 0
         for path in _corpus():
             messages = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            r, d = await _resumed_views_that_differ(messages, budget)
+            r, d = await resumed_views_that_differ(messages, budget)
             requests, differ = requests + r, differ + d
     finally:
         logging.disable(logging.NOTSET)
@@ -419,7 +420,7 @@ def test_stopping_at_any_request_and_resuming_gives_the_same_next_view(session: 
     logging.disable(logging.WARNING)
     try:
         requests, differ = asyncio.run(
-            _resumed_views_that_differ(
+            resumed_views_that_differ(
                 session.messages, session.token_budget, provider, session.factory
             )
         )

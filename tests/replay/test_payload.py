@@ -4,8 +4,10 @@ synthetic payloads and on the recorded session."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
-from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.output.window_tables import render_window
 from amplifier_module_context_simple.replay.payloads.payload import (
@@ -239,6 +241,29 @@ def test_a_bare_transcript_counts_the_given_overhead_and_says_what_it_excludes()
 def test_the_overhead_option_is_accepted() -> None:
     done = CliRunner().invoke(app, ["replay", "--messages", "20", "--overhead", "5000"])
     assert done.exit_code == 0, done.output
+
+
+@pytest.mark.parametrize("overhead", ["99999999999", "100000000", "128000"])
+def test_an_overhead_no_request_could_carry_is_refused_naming_the_window(overhead: str) -> None:
+    # The example's window is 128,000 tokens; the stand-in held back would be text that size.
+    done = CliRunner().invoke(app, ["replay", "--messages", "20", "--overhead", overhead])
+    assert done.exit_code == 1
+    assert "internal error" not in done.stderr
+    assert f"--overhead {int(overhead):,} is more than any request can carry" in done.stderr
+    assert "below the context window (128,000 tokens)" in done.stderr
+
+
+def test_without_a_window_the_overhead_is_held_to_the_fallback_budget(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "hi"}) + "\n", encoding="utf-8")
+    fallback = ContextConfig().max_tokens_fallback
+    refused = CliRunner().invoke(app, ["replay", str(path), "--overhead", str(fallback)])
+    assert refused.exit_code == 1
+    assert f"below max_tokens_fallback (no window is known) ({fallback:,} tokens)" in (
+        refused.stderr
+    )
+    below = CliRunner().invoke(app, ["replay", str(path), "--overhead", str(fallback - 1)])
+    assert below.exit_code == 0, below.stderr
 
 
 def _uncut(text: str, cells: list[str]) -> None:

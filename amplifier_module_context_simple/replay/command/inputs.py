@@ -211,11 +211,29 @@ def prepare(options: SharedOptions) -> ReplayInput:
     for warning in resolved.warnings:
         typer.echo(f"context-simple: warning: {warning}", err=True)
     family = next(s["value"] for s in settings if s["name"] == "token_family")
-    if options.overhead is not None and options.overhead < 0:
-        raise CliError(f"--overhead must be 0 or more; got {options.overhead}")
+    _check_overhead(options.overhead, config, window)
     return ReplayInput(
         messages, source, config, window, session, log, family, settings, overhead=options.overhead
     )
+
+
+def _check_overhead(overhead: int | None, config: ContextConfig, window: Window | None) -> None:
+    """Refuse an ``--overhead`` below 0 or as large as the window the replay runs on (the
+    simulated one, else the budget a request gets without one): no request could carry it,
+    and the stand-in the budget holds back (``given_overhead``) is text of that size."""
+    if overhead is None:
+        return
+    if overhead < 0:
+        raise CliError(f"--overhead must be 0 or more; got {overhead}")
+    if window is not None:
+        bound, named = window.context_window, "the context window"
+    else:
+        bound, named = config.max_tokens_fallback, "max_tokens_fallback (no window is known)"
+    if overhead >= bound:
+        raise CliError(
+            f"--overhead {overhead:,} is more than any request can carry: it must be below "
+            f"{named} ({bound:,} tokens)"
+        )
 
 
 def _session(transcript: str, *, strict: bool) -> RecordedSession | None:

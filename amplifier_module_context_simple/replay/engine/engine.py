@@ -1,7 +1,9 @@
 """Replaying a conversation through a real ``SimpleContextManager``, request by request.
 
 A replay does what an orchestrator does: before every assistant message it asks the manager
-for a view, then adds the assistant message; every other message is simply added. Each request
+for a view, then adds the assistant message; every other message is simply added, and so is
+a display-only row (``_public.answers_a_request``: no model wrote it, so no request preceded
+it). Each request
 is recorded (``report.RequestRecord``) with the history and view sizes, the whole request's
 size (the view plus the overhead ``session_analysis`` finds: ``RequestRecord.request_tokens``),
 the budget in force (the view's, and the request budget that whole request is held to), what
@@ -34,6 +36,7 @@ from ... import ContextConfig, SimpleContextManager, estimate_message_tokens
 from ... import _events as events
 from ..._estimate import family_for_model
 from ..._invariants import ViewChecker, shared_start
+from ..._public import answers_a_request
 from ..findings.drops import DropTracker
 from ..findings.evidence import EvidenceTracker
 from ..findings.records import request_budget
@@ -164,7 +167,7 @@ async def replay(
     )
     try:
         for position, message in enumerate(messages):
-            if message.get("role") == "assistant":
+            if answers_a_request(message):
                 pending = await feed.before(manager) if feed is not None else None
                 recorder.take()  # what admission emitted is not this request's
                 view = await manager.get_messages_for_request(provider=provider)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ... import estimate_message_tokens
 from ..._messages import result_ids
+from ..._public import answers_a_request
 from ..provider.pricing import CacheCounts, prices_for
 from ..recordings.claude_code_log import COMPACTION_MARK
 from ..recordings.recorded_log import LoadedLog, LogCompaction
@@ -145,7 +146,7 @@ def find_rework(
     recorded: Sequence[LogCompaction] = (),
 ) -> Rework:
     """The repeats after each compaction (``compactions``: request numbers, ascending)."""
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    assistants = [i for i, m in enumerate(messages) if answers_a_request(m)]
     starts = [(n, assistants[n - 1]) for n in compactions if 1 <= n <= len(assistants)]
     results = _result_tokens(messages, family)
     prices = prices_for(model)
