@@ -328,7 +328,7 @@ class Planner:
         )  # fmt: skip
         if hard_fit:
             # Hard fit holds against the estimate as well: the model may be wrong.
-            limit = min(limit, scope.budget.effective_budget - scope.notice_cost)
+            limit = min(limit, scope.budget.effective_budget - reserved)
             target, real_target = limit, model.to_real(max(limit, 0))
         else:
             real_target = timing.real_target
@@ -370,7 +370,7 @@ class Planner:
                 target=real_target,
                 measured=meter_stats.payload_figures,
                 timing=timing,
-                room=limit + scope.notice_cost,
+                room=limit + reserved,
                 in_force=stats if start is entry else None,
             )
             view, view_tokens, body = self.compose(scope, decisions, stats, body)
