@@ -26,7 +26,7 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions, EarlierNotice
 from ._history import HistoryIndex
 from ._ladder import Step
-from ._left_out_map import NamesOf, PassedNames, build_map
+from ._left_out_map import LineReader, NamesOf, PassedNames, build_map
 from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
@@ -44,8 +44,6 @@ _SlotKey = tuple[int, int | None, int]
 _Before = tuple[int, Mapping[str, Any] | None]
 _MOST_STANDING = 2
 """Earlier notices a view keeps standing at most, beside the latest one."""
-_SHOWN_ROLES = frozenset({"tool", "user"})
-"""The messages whose names the map does not repeat: what tools printed and people wrote."""
 
 
 class Composer:
@@ -59,7 +57,7 @@ class Composer:
         self._forms = forms
         """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
-        self._names = NamesOf(index)
+        self._lines = LineReader(index, NamesOf(index))
         self._passed = PassedNames(index)
         """The names the history's calls passed: a map lists them first."""
         # The notice, kept while what it states is the same (its figures come only from sticky
@@ -169,9 +167,7 @@ class Composer:
                 earlier = earlier[:-1]
                 standing = sum(e.tokens for e in earlier)
         if config.map_bound(room) > 0:
-            lines = self._left_out_map(
-                stats, decisions, after, room, view_tokens + standing, earlier
-            )
+            lines = self._left_out_map(stats, decisions, room, view_tokens + standing, earlier)
             stats = stats.with_map(lines)
         stats = replace(stats, notice_at=at, earlier_notices=earlier)
         tokens = self._notice(notice_figures(stats, decisions))[1]
@@ -218,7 +214,6 @@ class Composer:
         self,
         stats: CompactionStats,
         decisions: Decisions,
-        body: RenderResult,
         room: int,
         view_tokens: int,
         earlier: tuple[EarlierNotice, ...],
@@ -236,18 +231,14 @@ class Composer:
         bound = min(self.config.map_bound(room), room - view_tokens - plain)
         if bound <= 0:
             return ()
-        empty = index.estimate({"role": "user", "content": ""})
         lines = build_map(
             index,
             decisions,
-            # What earlier notices still standing list is in the view too.
-            shown=[
-                *(m for m in body.messages if m.get("role") in _SHOWN_ROLES),
-                *(e.message for e in earlier),
-            ],
-            names_of=self._names,
+            # What earlier notices still standing list is in the view already.
+            shown=[e.message for e in earlier],
+            reader=self._lines,
             bound=bound,
-            measure=lambda text: index.estimate({"role": "user", "content": text}) - empty,
+            measure=_rough_tokens,
             passed=self._passed.current(),
         )
         while lines:
@@ -387,6 +378,13 @@ class Composer:
             message = notice_message(figures, self.config.compaction_notice_verbosity)
             cached = self._notice_cache = (key, message, self.index.estimate(message))
         return cached[1], cached[2]
+
+
+def _rough_tokens(text: str) -> int:
+    """A map line's or name's tokens, on the high side (names run 2-4 characters a token): the
+    map is filled by it, then the notice as a whole is held to the bound by the estimator
+    (estimating every name of every escalation cost a resume's walk more than the rest)."""
+    return len(text) // 2 + 1
 
 
 def _is_answer(message: Mapping[str, Any] | None) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAP_HEADING",
+    "LineReader",
     "MapLine",
     "NamesOf",
     "PassedNames",
@@ -47,6 +48,12 @@ MAP_HEADING = "Left out, newest first (call or message: the names it held):"
 """The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
 
 _LINE = "- "
+_READ_CHARS = 8_000
+"""A message's names are read from its first this many characters: reading every left-out
+message whole made a resume's walk (which re-makes every map) several times slower, for a
+point or two of what stays findable (measured on the corpus at 16,000 and 32,000)."""
+_ARGUMENT_CHARS = 400
+"""An argument text longer than this is content (a file's body), not a name the call used."""
 _SOURCE_CHARS = 80
 """A call's label keeps at most this many characters of what it was called on."""
 _NAMES_PER_LINE = 9
@@ -54,7 +61,7 @@ _NAMES_PER_LINE = 9
 _SEPARATOR = " "
 """Names are told apart by spaces (a comma would cost a token a name)."""
 _FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
-_WALK_SLACK = 4
+_WALK_SLACK = 2
 """The walk stops once the lines it has gathered would take this many times the bound with
 their calls and first few names each: older lines could not fit anyway."""
 
@@ -96,7 +103,7 @@ class NamesOf:
         known = self._known.get(id(message))
         if known is not None and known[0] is message:
             return known[1]
-        names = names_in(text_of(message))
+        names = names_in(text_of(message)[:_READ_CHARS])
         if not (message.get(TRUNCATED_KEY) or message.get(STUBBED_KEY)):
             self._known[id(message)] = (message, names)
         return names
@@ -107,25 +114,25 @@ def build_map(
     decisions: Decisions,
     *,
     shown: Iterable[Mapping[str, Any]],
-    names_of: Callable[[Mapping[str, Any]], Mapping[str, None]],
+    reader: LineReader,
     bound: int,
     measure: Callable[[str], int],
     passed: Set[str] = frozenset(),
 ) -> tuple[str, ...]:
     """The map's lines (the heading first; empty when nothing is left out or nothing fits).
 
-    ``shown``: the view's tool results and prompts (names they show, a shortened result's head
-    included, are not repeated). ``names_of``: a message's names (``NamesOf``). ``bound``: the
-    tokens the map may take, as ``measure`` counts a text. ``passed``: the names the history's
-    calls passed, listed first.
+    ``shown``: messages of the view whose names the map does not repeat (the notices of
+    earlier escalations that still stand). ``reader``: what each message gives the map.
+    ``bound``: the tokens the map may take, as ``measure`` counts a text. ``passed``: the
+    names the history's calls passed, listed first.
     """
     if bound <= 0 or decisions.empty:
         return ()
     in_view: set[str] = set()
     for message in shown:
-        in_view.update(names_of(message))
+        in_view.update(reader.names_of(message))
     used = measure(MAP_HEADING)
-    lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, passed, names_of)
+    lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, passed, reader)
     lines = _once(lines)
     # Every line's call first, newest first, while they fit; then names, a round at a time
     # (each line's first, then each line's second, ...), so one long listing never pushes
@@ -174,17 +181,80 @@ _Key = tuple[int, str]
 """A line's key: the position of the call (or message) and the call's id (or the role)."""
 
 
+_Entry = tuple[_Key, str, tuple[str, ...]]
+"""What one left-out message gives a line: its key, the line's label and the names it held
+(those its label says already left out)."""
+
+
+class LineReader:
+    """What each left-out message gives the map, read once per position.
+
+    An escalation walks the positions the decisions leave out newest first; each gives the
+    same entries at every escalation while the history holds (the generation), so they are
+    read once: the names of the message (``NamesOf``), the label of the call it answers.
+    """
+
+    def __init__(self, index: HistoryIndex, names_of: NamesOf) -> None:
+        self.index = index
+        self.names_of = names_of
+        self._generation = index.generation
+        self._known: dict[tuple[int, bool], tuple[Mapping[str, Any], list[_Entry]]] = {}
+
+    def entries(self, position: int, removed: bool) -> list[_Entry]:
+        """The entries of the message at ``position`` (``removed``: left out, not shortened:
+        a call message left out names its calls too)."""
+        index = self.index
+        if index.generation != self._generation:
+            self._generation, self._known = index.generation, {}
+        fact = index.facts[position]
+        known = self._known.get((position, removed))
+        if known is not None and known[0] is fact.sent:
+            return known[1]
+        read = self._read(position, removed)
+        self._known[(position, removed)] = (fact.sent, read)
+        return read
+
+    def _read(self, position: int, removed: bool) -> list[_Entry]:
+        facts = self.index.facts
+        fact = facts[position]
+        message = fact.sent
+        names = list(self.names_of(message))
+        entries: list[_Entry] = []
+        if fact.tool_result:
+            owner = self.index.pairing.owner_of.get(position)
+            key, source = _result_line(
+                position, owner, None if owner is None else facts[owner].sent, fact.results
+            )
+        elif fact.calls and removed:
+            # A call message: a line per call, its arguments' names on it; what the message
+            # says beside its calls goes on the first call's line.
+            key, source = (position, fact.role), "assistant"
+            for call_id, tool, arguments in reversed(calls_made(message)):
+                key, source = (position, call_id), _call_label(tool, arguments)
+                entries.append(_entry(key, source, _argument_names(arguments)))
+        else:
+            key, source = (position, fact.role), fact.role
+        # The message's own names go first: it is read before its calls' arguments.
+        entries.insert(0, _entry(key, source, names))
+        return entries
+
+
+def _entry(key: _Key, source: str, names: Iterable[str]) -> _Entry:
+    # What the label already says (a path, or any of its endings) is not listed again.
+    said = {form for name in names_in(source) for form in name_forms(name)}
+    return key, source, tuple(n for n in dict.fromkeys(names) if n not in said)
+
+
 def _gather(
     index: HistoryIndex,
     decisions: Decisions,
     shown: set[str],
     chars: int,
     passed: Set[str],
-    read_names: Callable[[Mapping[str, Any]], Mapping[str, None]],
+    reader: LineReader,
 ) -> list[MapLine]:
     """Lines for what ``decisions`` leave out or shorten, newest first, until ``chars``."""
     facts = index.facts
-    owner_of = index.pairing.owner_of
 
     def rank(name: str) -> tuple[bool, int]:
         # A name some call of the history passed first: an agent passes again what it or
@@ -199,37 +269,19 @@ def _gather(
         removed = position in decisions.removed
         if not (removed or position in decisions.truncated or position in decisions.stubbed):
             continue
-        fact = facts[position]
-        if not fact.in_body:
+        if not facts[position].in_body:
             continue
-        message = fact.sent
-        names = list(read_names(message))
-        if fact.tool_result:
-            owner = owner_of.get(position)
-            key, source = _result_line(
-                position, owner, None if owner is None else facts[owner].sent, fact.results
-            )
-        elif fact.calls and removed:
-            # A call message: a line per call, its arguments' names on it; what the message
-            # says beside its calls goes on the first call's line.
-            key, source = (position, fact.role), "assistant"
-            for call_id, tool, arguments in reversed(calls_made(message)):
-                key, source = (position, call_id), _call_label(tool, arguments)
-                _add(names_of, source_of, key, source, _fresh(_argument_names(arguments), listed))
-        else:
-            key, source = (position, fact.role), fact.role
-        fresh = _fresh(names, listed)
-        _add(names_of, source_of, key, source, fresh)
-        # A line's call and its first few names are what the map can surely afford of it.
-        gathered += len(source) + sum(len(n) + 2 for n in sorted(fresh, key=rank)[:3])
+        for key, source, names in reader.entries(position, removed):
+            fresh = _fresh(names, listed)
+            source_of.setdefault(key, source)
+            names_of.setdefault(key, []).extend(fresh)
+            # A line's call and its first few names are what the map can surely afford.
+            gathered += len(source) + sum(len(n) + 2 for n in sorted(fresh, key=rank)[:3])
         if gathered > chars:
             break
     lines: list[MapLine] = []
     for key in sorted(names_of, reverse=True):
-        source = source_of[key]
-        # What the label already says (a path, or any of its endings) is not listed again.
-        said = {form for name in names_in(source) for form in name_forms(name)}
-        names = [n for n in sorted(names_of[key], key=rank) if n not in said]
+        source, names = source_of[key], sorted(names_of[key], key=rank)
         if names or " " in source:
             # A bare tool or role with no names would tell the model nothing.
             lines.append(MapLine(key[0], source, tuple(names)))
@@ -272,17 +324,6 @@ def _fresh(names: Iterable[str], listed: set[str]) -> list[str]:
     fresh = [n for n in dict.fromkeys(names) if n not in listed]
     listed.update(fresh)
     return fresh
-
-
-def _add(
-    names_of: dict[_Key, list[str]],
-    source_of: dict[_Key, str],
-    key: _Key,
-    source: str,
-    names: list[str],
-) -> None:
-    source_of.setdefault(key, source)
-    names_of.setdefault(key, []).extend(names)
 
 
 def _result_line(
@@ -334,13 +375,15 @@ def _first_text(arguments: object) -> str | None:
 
 
 def _argument_names(arguments: object) -> list[str]:
-    """The names in every text of a call's arguments (nested values included)."""
+    """The names in the short texts of a call's arguments (nested values included): paths,
+    commands, patterns; not a file's body that a write passes (read where it is shown)."""
     found: list[str] = []
     stack: list[object] = [arguments]
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            found.extend(names_in(value))
+            if len(value) <= _ARGUMENT_CHARS:
+                found.extend(names_in(value))
         elif isinstance(value, Mapping):
             stack.extend(reversed(list(value.values())))  # pyright: ignore[reportUnknownArgumentType]
         elif isinstance(value, list):

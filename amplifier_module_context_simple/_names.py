@@ -19,6 +19,7 @@ __all__ = ["MIN_NAME_CHARS", "name_forms", "names_in"]
 MIN_NAME_CHARS = 4
 _RUN = re.compile(rf"[A-Za-z0-9_./\-]{{{MIN_NAME_CHARS},}}")
 _MARKED = re.compile(r"[/._]|[a-z][A-Z]")
+_CAMEL = re.compile(r"[a-z][A-Z]")
 _LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -27,6 +28,14 @@ def names_in(text: str) -> dict[str, None]:
     found: dict[str, None] = {}
     # Each distinct run is judged once: a tool result repeats most of its words.
     for run in dict.fromkeys(_RUN.findall(text)):
+        if run.isalnum():
+            # Only a camelCase step can mark a plain word; most words have none (lower
+            # case, capitalised, upper case, digits), told apart without a regex.
+            if run.islower() or run.isupper() or run.isdigit() or run[1:].islower():
+                continue
+            if _CAMEL.search(run):
+                found[run] = None
+            continue
         if not _MARKED.search(run):
             continue
         word = run.strip("./-")

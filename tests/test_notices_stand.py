@@ -94,9 +94,9 @@ async def test_no_more_than_three_notices_stand() -> None:
 @pytest.mark.parametrize("budget", [2_000, 8_000, 16_000, 30_000])
 def test_the_shared_coding_session_loses_no_notice_at_an_escalation(budget: int) -> None:
     # The requests 13, 36, 46, ... at 2,000: each escalation there shortened only
-    # what came after the notice the request before ended with. (At 4,000, two requests
-    # whose floor is over the budget merge their notices: one new notice takes less room
-    # than the two that stood, and the budget wins.)
+    # what came after the notice the request before ended with. (At 4,000, one request
+    # whose floor is over the budget merges its notices: one new notice takes less room
+    # than the one that stood, and the budget wins.)
     found = run(read_transcript(CODING_SESSION), budget)
     assert found.gone_at_escalation == []
     assert found.resumed_differ == []
