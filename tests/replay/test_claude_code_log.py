@@ -347,9 +347,10 @@ def test_meta_and_compact_summary_users_are_messages(tmp_path: Path) -> None:
     document = run_json("replay", str(path))
     assert document["cache"]["requests"][1]["break"] is True
     assert document["cache"]["requests"][1]["cause"] == "compaction"
-    # Its reading answered the summary onwards, not the whole history the replay's view holds.
-    notes = document["source"]["session_notes"]
-    assert any(n.startswith("1 recorded reading(s) not given to the replay's meter") for n in notes)
+    # Its reading answered the summary onwards, which is what the replay's view sends too
+    # (it starts afresh at the summary): the meter is given both readings.
+    assert document["source"]["recorded_readings"] == {"found": 2, "fed": 2, "withheld": 0}
+    assert document["requests"][1]["history_messages"] == 2
 
 
 def test_a_synthetic_assistant_message_is_kept_without_usage(tmp_path: Path) -> None:

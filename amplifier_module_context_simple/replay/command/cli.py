@@ -46,7 +46,7 @@ from ..engine.sweep import SWEPT_KEYS, SweepRow, parse_values, row_for, settings
 from ..engine.sweep import as_json as sweep_json
 from ..engine.view import describe_view
 from ..errors import CliError, one_line
-from ..findings.drops import drops_at, explain
+from ..findings.drops import drops_at, explain, left_by_agent
 from ..findings.evidence import map_findings
 from ..findings.records import not_recorded_check_text
 from ..findings.refusals import assess
@@ -295,7 +295,9 @@ def inspect_command(
         typer.echo(json_text(document, ensure_ascii=False, default=str))
         return
     family = data.token_family
-    rows, left_out = describe_view(outcome.view, outcome.history, family=family)
+    rows, left_out = describe_view(
+        outcome.view, outcome.history, family=family, start=outcome.history_start
+    )
     console = stdout_console()
     render_view(console, outcome, rows, left_out, at)
     render_left_out(console, outcome.history, left_out, outcome.report.drops, family=family)
@@ -322,8 +324,12 @@ def _why(options: SharedOptions, position: int, *, as_json: bool) -> None:
         typer.echo(json_text(document))
         return
     family = report.token_family
-    history_at = [r.history_messages for r in report.requests]
-    lines = explain(position, outcome.history, report.drops, history_at, family=family)
+    # Before each request every earlier message was added (across the agent's compactions).
+    history_at = [r.at_message for r in report.requests]
+    agent_left = left_by_agent(position, data.boundaries(), history_at)
+    lines = explain(
+        position, outcome.history, report.drops, history_at, family=family, agent_left=agent_left
+    )
     lines += [
         f"request {f.request}: the next call used `{f.string}`, no longer shown; the notice's "
         f"map kept it findable: {f.line}"
@@ -459,6 +465,7 @@ def _run(
                     recorded=data.recorded(),
                     overhead=data.overhead,
                     sub_agents=data.log.sub_agent_requests() if data.log is not None else (),
+                    boundaries=frozenset(data.boundaries()),
                 )
             )
 

@@ -123,6 +123,11 @@ class ReplayInput:
             self.messages, found, source=source, family=family, model=model, recorded=recorded
         )
 
+    def boundaries(self) -> list[int]:
+        """Where the agent's own compactions started its history afresh (``LoadedLog``'s
+        segment starts; none for any other source)."""
+        return self.log.segment_starts if self.log is not None else []
+
     def recorded(self) -> Iterator[RecordedRequest] | None:
         """The session's recorded requests, streamed (``None``: no session)."""
         if self.log is not None:

@@ -22,14 +22,22 @@ With ``recorded`` requests (a session directory's), request k gets recorded requ
 prompt through the manager's system prompt factory, and afterwards its recorded usage through
 the meter's ``llm:response`` handler, as the host would deliver them.
 
+An agent's own compaction (``boundaries``: where in the messages the agent's history started
+afresh at its summary) is replayed as the agent sent it: the manager's history is cleared there
+(``clear()``, the runtime's own new-history call), so each later view holds that segment only.
+The per-view checks and trackers start afresh with it (the views either side of a boundary are
+never compared), while the request numbers, the report's totals and the simulated provider
+cache run on across segments; the first view after a boundary is a new prefix, which that cache
+sees as a break.
+
 No third-party dependency: the command line, tables and plots live in the sibling modules.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ... import ContextConfig, SimpleContextManager, estimate_message_tokens
@@ -97,12 +105,50 @@ class _WarningCollector(logging.Handler):
 
 
 @dataclass
+class _SegmentTrackers:
+    """What follows one segment's views (the whole replay when the agent never compacted)."""
+
+    checker: ViewChecker
+    host: HostModelCheck
+    tally: ViewTally
+    drops: DropTracker
+    evidence: EvidenceTracker
+    start: int = 0
+    """The segment's first message, in the replayed messages."""
+    history_tokens: int = 0
+    """The report's history tokens before the segment: earlier segments' messages."""
+    indexed: int = 0
+    """History messages whose estimate has been read from the manager's index."""
+    previous_prefix: Sequence[Mapping[str, Any]] | None = None
+    previous_view: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+
+    @classmethod
+    def begin(
+        cls, report: ReplayReport, known: dict[int, int], family: str | None, start: int = 0
+    ) -> _SegmentTrackers:
+        return cls(
+            checker=ViewChecker(report.config.max_tool_result_bytes),
+            host=HostModelCheck(),
+            tally=ViewTally(family, known),
+            # Positions count from the first replayed message, across segments.
+            drops=DropTracker(family, drops=report.drops, known=known, offset=start),
+            evidence=EvidenceTracker(records=report.evidence),  # what the next message used
+            start=start,
+            history_tokens=report.history_tokens,
+        )
+
+
+@dataclass
 class ReplayOutcome:
     report: ReplayReport
     view: list[dict[str, Any]] | None
     """The view of the request the replay stopped at (``stop_at``), else ``None``."""
     history: list[dict[str, Any]]
-    """The manager's history when the replay ended."""
+    """The manager's history when the replay ended, after the stored messages of the segments
+    before its last boundary: positions are the replayed messages'."""
+    history_start: int = 0
+    """Where in ``history`` the manager's own begins (the last boundary passed: the agent's
+    own compaction started it afresh there); what came before is no view's to send."""
 
 
 async def replay(
@@ -116,6 +162,7 @@ async def replay(
     recorded: Iterable[RecordedRequest] | None = None,
     overhead: int | None = None,
     sub_agents: Iterable[RecordedRequest] = (),
+    boundaries: Collection[int] = (),
 ) -> ReplayOutcome:
     """Feed ``messages`` through a manager and report on every request.
 
@@ -127,7 +174,9 @@ async def replay(
     (``given_overhead``) for every format, unless a recorded payload lists its tools (they
     are held back instead); the window analysis counts it where no payload was recorded
     (``session_analysis``). ``sub_agents``: the requests the session's sub-agents made,
-    which are not replayed but are counted in the recorded cache and cost.
+    which are not replayed but are counted in the recorded cache and cost. ``boundaries``:
+    the 0-based positions in ``messages`` where the agent's own compaction started its history
+    afresh (see the module docstring).
     """
     report = ReplayReport(source=dict(source or {}), config=config, window=window)
     report.recorded_session = recorded is not None
@@ -146,16 +195,10 @@ async def replay(
     # id(history dict or what the view sends for it) -> tokens, from the manager's own index:
     # each message is estimated once, by the manager (the index keeps both objects alive).
     known: dict[int, int] = {}
-    indexed = 0  # history messages whose estimate has been read from the index
-    previous_prefix: Sequence[Mapping[str, Any]] | None = None
-    previous_view: list[dict[str, Any]] = []
-    host = HostModelCheck()
-    checker = ViewChecker(config.max_tool_result_bytes)
-    tally = ViewTally(family, known)
-    tracker = DropTracker(family, drops=report.drops, known=known)  # changes, per position
-    evidence = EvidenceTracker(records=report.evidence)  # what the next message used, kept
+    segment = _SegmentTrackers.begin(report, known, family)
+    earlier: list[dict[str, Any]] = []  # the stored messages of the segments before this one
     simulated = ReplayCache(family, known)  # the provider's cache over these views
-    report.host_check = HOST_CHECK_RUN if host.available else HOST_CHECK_NOT_RUN
+    report.host_check = HOST_CHECK_RUN if segment.host.available else HOST_CHECK_NOT_RUN
     feed = RecordedFeed(recorded) if recorded is not None else None
     analysis = WindowAnalysis(
         family=family,
@@ -167,23 +210,29 @@ async def replay(
     )
     try:
         for position, message in enumerate(messages):
+            if position in boundaries and position:
+                _count_unindexed(manager, segment, report)
+                earlier += manager.messages
+                await manager.clear()
+                # The old history's objects may now be freed and their ids reused.
+                known.clear()
+                segment = _SegmentTrackers.begin(report, known, family, position)
+                analysis.follow(manager.messages)
             if answers_a_request(message):
                 pending = await feed.before(manager) if feed is not None else None
                 recorder.take()  # what admission emitted is not this request's
                 view = await manager.get_messages_for_request(provider=provider)
-                indexed = _read_estimates(manager, indexed, known, report)
+                segment.indexed = _read_estimates(manager, segment.indexed, known, report)
                 fresh = recorder.take()
                 # Counted once for the four per-view checks and tallies, which each carry the
                 # previous view's figures over for this shared head.
-                shared = shared_start(previous_view, view)
-                previous_view = list(view)
-                record = _record(
-                    report, manager.messages, checker, host, view, fresh, tally, shared=shared
-                )
+                shared = shared_start(segment.previous_view, view)
+                segment.previous_view = list(view)
+                record = _record(report, manager.messages, segment, view, fresh, shared=shared)
                 record.request = len(report.requests) + 1
                 record.at_message = position
                 record.level = manager.compaction_level
-                record.prefix_stable = _extends(previous_prefix, view, shared)
+                record.prefix_stable = _extends(segment.previous_prefix, view, shared)
                 record.repairs = _count_kinds(manager.view_repairs)
                 # Without a simulated window the categories fill what the whole request may
                 # take (tools and overhead are in the categories too).
@@ -206,12 +255,14 @@ async def replay(
                 report.requests.append(record)
                 _note_compaction(report, record, fresh)
                 level = report.compactions[-1].level if record.compacted else record.level
-                tracker.observe(
+                segment.drops.observe(
                     record.request, view, manager.messages, level=level,
                     compacted=record.compacted, shared=shared,
                 )  # fmt: skip
-                evidence.observe(record.request, view, manager.messages, message, shared=shared)
-                previous_prefix = view
+                segment.evidence.observe(
+                    record.request, view, manager.messages, message, shared=shared
+                )
+                segment.previous_prefix = view
                 if feed is not None:
                     whole = not (record.left_out or record.shortened or record.stubs)
                     await feed.after(
@@ -222,7 +273,7 @@ async def replay(
                     report.repairs = _count_kinds(repairs)
                     report.simulated_cost = simulated.cost()
                     _finish(report, collector, recorder, feed, analysis, complete=False)
-                    return ReplayOutcome(report, view, list(manager.messages))
+                    return ReplayOutcome(report, view, [*earlier, *manager.messages], segment.start)
             try:
                 await manager.add_message(dict(message))
             except (TypeError, ValueError) as exc:
@@ -235,12 +286,11 @@ async def replay(
                 progress(1)
     finally:
         package_logger.removeHandler(collector)
-    for stored in manager.messages[indexed:]:  # added after the last request: never indexed
-        report.history_tokens += estimate_message_tokens(stored, family=family)
+    _count_unindexed(manager, segment, report)
     report.repairs = _count_kinds(repairs)
     report.simulated_cost = simulated.cost()
     _finish(report, collector, recorder, feed, analysis)
-    return ReplayOutcome(report, None, list(manager.messages))
+    return ReplayOutcome(report, None, [*earlier, *manager.messages], segment.start)
 
 
 def _read_estimates(
@@ -252,6 +302,14 @@ def _read_estimates(
         known[id(f.message)] = known[id(f.sent)] = f.tokens
         report.history_tokens += f.tokens
     return len(facts)
+
+
+def _count_unindexed(
+    manager: SimpleContextManager, segment: _SegmentTrackers, report: ReplayReport
+) -> None:
+    """Add the history messages no request indexed (added after the segment's last one)."""
+    for stored in manager.messages[segment.indexed :]:
+        report.history_tokens += estimate_message_tokens(stored, family=report.token_family)
 
 
 def _finish(
@@ -286,11 +344,9 @@ def _count_kinds(entries: Iterable[str]) -> dict[str, int]:
 def _record(
     report: ReplayReport,
     history: Sequence[Mapping[str, Any]],
-    checker: ViewChecker,
-    host: HostModelCheck,
+    segment: _SegmentTrackers,
     view: list[dict[str, Any]],
     fresh: list[tuple[str, dict[str, Any]]],
-    tally: ViewTally,
     *,
     shared: int,
 ) -> RequestRecord:
@@ -301,21 +357,21 @@ def _record(
                 report.initial_budget_event = dict(data)
     budget = report.budget_event or {}
     effective = int(budget.get("effective_budget", 0))
-    sums = tally.sums(view, shared=shared)
+    sums = segment.tally.sums(view, shared=shared)
     view_tokens, repaired = sums.tokens, sums.repaired
     notice = any(map(is_notice, view))
     compaction = next((d for name, d in fresh if name == events.COMPACTION), None)
     # Against the whole history, as check_view(view, history=history): the turn invariants
     # compare the view's structure with the history's. The checker has read the history as it
     # grew, so this costs the view's length, not the history's.
-    violations = checker.check(view, history, shared=shared)
-    host_problems = host.check(view, shared=shared)
+    violations = segment.checker.check(view, history, shared=shared)
+    host_problems = segment.host.check(view, shared=shared)
     violations += host_problems or []
     return RequestRecord(
         request=0,
         at_message=0,
         history_messages=len(history),
-        history_tokens=report.history_tokens,
+        history_tokens=report.history_tokens - segment.history_tokens,
         view_messages=len(view),
         view_tokens=view_tokens,
         system_prompt_tokens=sums.system_prompt,

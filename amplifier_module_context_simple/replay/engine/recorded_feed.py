@@ -80,7 +80,7 @@ class RecordedFeed:
         if parse_usage_reading(request.usage.raw) is None:
             return  # no reading to give: counted neither as found nor as fed
         self.found += 1
-        if not (view_whole and sent_whole and request.sent_whole_history):
+        if not (view_whole and sent_whole):
             self.withheld += 1
             return
         self.fed += 1

@@ -120,6 +120,11 @@ class WindowAnalysis:
         self._notice: tuple[Mapping[str, Any], int] | None = None
         self.entries: list[WindowEntry] = []
 
+    def follow(self, history: Sequence[Mapping[str, Any]]) -> None:
+        """The manager's history is now ``history`` (a new list: the agent's own compaction
+        started it afresh); recorded payloads are aligned with it from here on."""
+        self._history = history
+
     def observe(
         self,
         request: int,

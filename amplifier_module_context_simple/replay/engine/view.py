@@ -46,15 +46,19 @@ def describe_view(
     *,
     family: str | None,
     preview_chars: int = 60,
+    start: int = 0,
 ) -> tuple[list[ViewRow], list[int]]:
-    """The rows of ``view`` and the history positions it leaves out."""
+    """The rows of ``view`` and the history positions it leaves out. ``start``: where the
+    history the view was cut from begins in ``history`` (after the agent's own compaction, its
+    summary); what comes before is no view's to hold, so it is never counted as left out."""
     positions = PositionIndex()
-    positions.sync(history)
+    positions.sync(history[start:])
     rows: list[ViewRow] = []
     shown: set[int] = set()
     for index, message in enumerate(view):
         position = positions.locate(message)
         if position is not None:
+            position += start
             shown.add(position)
         rows.append(
             ViewRow(
@@ -68,7 +72,7 @@ def describe_view(
                 preview=_preview(message, preview_chars),
             )
         )
-    left_out = [i for i in range(len(history)) if i not in shown]
+    left_out = [i for i in range(start, len(history)) if i not in shown]
     return rows, left_out
 
 

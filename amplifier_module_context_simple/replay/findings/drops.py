@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -47,6 +47,7 @@ __all__ = [
     "explain",
     "first_line",
     "is_notice",
+    "left_by_agent",
     "main_argument",
     "tool_names",
 ]
@@ -189,7 +190,7 @@ class Drop:
     """One change a view made to one history message, at the request that first showed it."""
 
     position: int
-    """0-based position in the history."""
+    """0-based position among the replayed messages (across the agent's own compactions)."""
     request: int
     """The request whose view first showed the change."""
     change: str
@@ -223,9 +224,12 @@ def explain(
     history_at: Sequence[int],
     *,
     family: str | None,
+    agent_left: int | None = None,
 ) -> list[str]:
     """Message ``position``'s story, one line each: what it is, then every change a view made
-    to it, or that it never left. ``history_at`` is the history length at each request."""
+    to it, or that it never left. ``history_at`` is the history length at each request;
+    ``agent_left`` the first request after the agent's own compaction left it behind
+    (:func:`left_by_agent`), whose view and the later ones were no longer cut from it."""
     message = history[position]
     index = PositionIndex()
     index.sync(history)
@@ -234,14 +238,19 @@ def explain(
     tokens = estimate_message_tokens(message, family=family)
     lines = [f"{what}, {tokens:,} tokens: {first_line(message)}"]
     first = next((i + 1 for i, size in enumerate(history_at) if size > position), None)
-    if first is None:
+    by_agent = (
+        []
+        if agent_left is None
+        else [f"request {agent_left}: left behind by the agent's own compaction (its summary on)"]
+    )
+    if first is None or first == agent_left:
         lines.append("no request came after it, so no view was asked to hold it")
-        return lines
-    last = len(history_at)
+        return lines + by_agent
+    last = len(history_at) if agent_left is None else agent_left - 1
     changes = drops_at(drops, position)
     if not changes:
         lines.append(f"never left the view: whole in every view, requests {first}-{last}")
-        return lines
+        return lines + by_agent
     for d in changes:
         cause = (
             f"by the compaction at level {d.level}"
@@ -255,7 +264,19 @@ def explain(
     final = changes[-1].change
     state = WHOLE if final == RESTORED else final
     lines.append(f"in the last view (request {last}): {state}")
-    return lines
+    return lines + by_agent
+
+
+def left_by_agent(
+    position: int, boundaries: Iterable[int], at_messages: Sequence[int]
+) -> int | None:
+    """The first request (1-based) whose history the agent's own compaction started afresh
+    after message ``position``; ``None`` when no boundary after it has a request after it.
+    ``at_messages``: each request's place among the messages (the message it comes before)."""
+    boundary = min((b for b in boundaries if b > position), default=None)
+    if boundary is None:
+        return None
+    return next((i + 1 for i, at in enumerate(at_messages) if at >= boundary), None)
 
 
 @dataclass
@@ -266,6 +287,9 @@ class DropTracker:
     drops: list[Drop] = field(default_factory=list[Drop])
     known: Mapping[int, int] = field(default_factory=dict[int, int])
     """``id`` -> tokens of messages already estimated (the caller keeps them alive)."""
+    offset: int = 0
+    """What a history position is shifted by in the records: where this history began among
+    the replayed messages (after the agent's own compaction, its summary's place)."""
     index: PositionIndex = field(default_factory=PositionIndex)
     _current: dict[int, tuple[str, Mapping[str, Any]]] = field(
         default_factory=dict[int, tuple[str, Mapping[str, Any]]]
@@ -309,7 +333,7 @@ class DropTracker:
             message = history[position]
             fresh.append(
                 Drop(
-                    position=position, request=request, change=change, level=level,
+                    position=self.offset + position, request=request, change=change, level=level,
                     compacted=compacted, role=str(message.get("role", "")),
                     tool=self.index.tool(message),
                     call_argument=self.index.call_argument(message),

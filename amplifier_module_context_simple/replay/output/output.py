@@ -283,6 +283,12 @@ def render_view(
     console.print(
         f"[bold]Request {at}[/] (before history message {record.at_message}): "
         f"{from_history} of {record.history_messages} history messages"
+        + (
+            f" (from message {outcome.history_start} on: the agent's own compaction started "
+            "its history there)"
+            if outcome.history_start
+            else ""
+        )
         + (f" + {added} added by the view" if added else "")
         + f", ~{record.view_tokens:,} tokens (budget {record.budget:,}); the whole request "
         f"~{record.request_tokens:,} = {record.utilisation:.1%} of its {record.request_budget:,}"

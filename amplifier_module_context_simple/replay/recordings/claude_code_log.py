@@ -169,6 +169,7 @@ def _load(lines: Iterable[bytes | str], label: str, *, strict: bool) -> LoadedLo
         format=FORMAT,
         compactions=reader.compactions,
         compaction_mark=COMPACTION_MARK,
+        segment_starts=reader.segment_starts,
         _sub_agent_responses=reader.side_responses,
         _sub_agent_wire=reader.side_wire,
     )
@@ -190,6 +191,7 @@ class _Reader:
         self.synthetic = 0
         self.models: list[str] = []
         self.segment = 0  # where the current request chain starts in ``wire``
+        self.segment_starts: list[int] = []  # where each chain starts in ``messages``
         self._open: dict[str, Any] | None = None  # the assistant message still being written
         self._open_id: str | None = None
         self._wire_at = 0  # the open assistant message's place in ``wire``
@@ -334,6 +336,8 @@ class _Reader:
         for result in answered:
             tool = self.calls[result["tool_use_id"]]
             self.messages.append(tool_message(result, tool, stamp))
+        if event.get("isCompactSummary") is True:
+            self.segment_starts.append(len(self.messages))
         if rest:
             self._open = None  # a person spoke: the next assistant event is a new response
             text = content if isinstance(content, str) else rest

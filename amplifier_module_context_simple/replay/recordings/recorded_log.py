@@ -7,7 +7,9 @@ Amplifier orchestrator stores, one :class:`_Response` per assistant message (the
 produced it), and the messages the log shows each request sent (``wire``), which the cache
 report follows. When the agent compacted its own history, the requests after it send from its
 summary on (:meth:`LogBuilder.compacted`), and the compaction is kept as a
-:class:`LogCompaction`.
+:class:`LogCompaction`. Where in the stored messages that summary begins is a segment start
+(:attr:`LoadedLog.segment_starts`): the replay starts its history afresh there, so each request
+it makes sends what the agent's did, the whole of its segment.
 """
 
 from __future__ import annotations
@@ -88,12 +90,17 @@ class LoadedLog:
     """What marks the agent's own compactions in this format, as the report names it."""
     _sub_agent_responses: list[Response] = field(default_factory=list[Response], repr=False)
     _sub_agent_wire: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]], repr=False)
+    segment_starts: list[int] = field(default_factory=list[int])
+    """Where, in ``messages``, the agent's history started afresh after its own compaction
+    (its summary, or what came next when it kept none): each request after it sent from there
+    on, and the replay starts its manager's history there too."""
 
     def requests(self) -> Iterator[RecordedRequest]:
         """One recorded request per assistant message, in order: its model, its usage (None
         for a message with no request behind it, or a later part of a response already
         counted) and the messages the log shows it sent (no system prompt, no tools:
-        ``messages_only``)."""
+        ``messages_only``). Each sent the whole of its segment (see :attr:`segment_starts`),
+        which is the whole history of a replay that starts afresh at each segment."""
         return _requests(self._responses, self._wire)
 
     def sub_agent_requests(self) -> Iterator[RecordedRequest]:
@@ -106,9 +113,7 @@ class LoadedLog:
 def _requests(responses: list[Response], wire: list[dict[str, Any]]) -> Iterator[RecordedRequest]:
     for number, r in enumerate(responses, 1):
         payload = {"messages": wire[r.start : r.end]}
-        yield RecordedRequest(
-            number, r.model, payload, r.usage, messages_only=True, sent_whole_history=r.start == 0
-        )
+        yield RecordedRequest(number, r.model, payload, r.usage, messages_only=True)
 
 
 class LogBuilder:
@@ -126,6 +131,7 @@ class LogBuilder:
         self.skipped: list[LineError] = []
         self.models: list[str] = []
         self.segment = 0
+        self.segment_starts: list[int] = []
 
     def add(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
@@ -156,6 +162,7 @@ class LogBuilder:
             LogCompaction(len(self.responses), trigger, tokens_before, timestamp)
         )
         self.segment = len(self.messages)
+        self.segment_starts.append(self.segment)
 
     def build(
         self,
@@ -177,6 +184,7 @@ class LogBuilder:
             context_window=context_window,
             compactions=self.compactions,
             compaction_mark=compaction_mark,
+            segment_starts=self.segment_starts,
         )
 
 

@@ -100,9 +100,6 @@ class RecordedRequest:
     """The payload holds only the messages, rebuilt from a log that records no system prompt
     and no tool definitions (a Claude Code log): the window figures are then the replayed
     view's, and only the cache report reads the payload."""
-    sent_whole_history: bool = True
-    """The request sent the conversation from its first message. False: a Claude Code request
-    after Claude Code compacted, which sent its summary instead of what came before."""
 
 
 @dataclass(frozen=True)
