@@ -26,7 +26,8 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions, EarlierNotice
 from ._history import HistoryIndex
 from ._ladder import Step
-from ._left_out_map import LineReader, NamesOf, PassedNames, build_map
+from ._left_out_map import build_map
+from ._map_reading import LineReader, PassedNames
 from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
@@ -57,7 +58,7 @@ class Composer:
         self._forms = forms
         """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
-        self._lines = LineReader(index, NamesOf(index))
+        self._lines = LineReader(index)
         self._passed = PassedNames(index)
         """The names the history's calls passed: a map lists them first."""
         # The notice, kept while what it states is the same (its figures come only from sticky
