@@ -23,7 +23,7 @@ from .output import requests_table
 from .report_rows import (
     cost_rows,
     intro_line,
-    warnings_line,
+    problem_lines,
     window_line,
 )
 from .table_fit import Column, fit_table
@@ -63,14 +63,8 @@ def render_first_screen(console: Console, report: ReplayReport, *, show_requests
         rows.extend([f"  {escape(label)}", escape(value)] for label, value in part)
     columns = [Column("", kind="word"), Column("", kind="text")]
     console.print(fit_table(columns, rows, box=None))
-    bad = next((r for r in report.requests if not r.valid), None)
-    if bad is not None:
-        console.print(
-            f"[red]First invalid view[/] (request {bad.request}): {escape(bad.violations[0])}"
-        )
-    warned = warnings_line(report)
-    if warned is not None:
-        console.print(warned)
+    for line in problem_lines(report):
+        console.print(line)
     if show_requests:
         console.print(requests_table(report))
     console.print(

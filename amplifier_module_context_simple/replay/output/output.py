@@ -24,9 +24,9 @@ from .budget_text import budget_text, trigger_note
 from .evidence_output import evidence_rows
 from .report_rows import (
     intro_line,
+    problem_lines,
     recorded_cost_rows,
     simulated_cost_rows,
-    warnings_line,
 )
 from .row_caps import capped_rows, freed
 from .settings_text import render_settings
@@ -102,14 +102,8 @@ def render_report(console: Console, report: ReplayReport, *, show_requests: bool
         console.print("No compaction: every view stayed under the trigger.")
     if show_requests:
         console.print(requests_table(report))
-    bad = next((r for r in report.requests if not r.valid), None)
-    if bad is not None:
-        console.print(
-            f"[red]First invalid view[/] (request {bad.request}): {escape(bad.violations[0])}"
-        )
-    warned = warnings_line(report)
-    if warned is not None:
-        console.print(warned)
+    for line in problem_lines(report):
+        console.print(line)
     if not show_requests:
         console.print("[dim]Every request: --requests or --json. One view: inspect --at N.[/]")
 

@@ -18,6 +18,7 @@ from ..provider.replay_cache import PRICED_BASIS
 __all__ = [
     "cost_rows",
     "intro_line",
+    "problem_lines",
     "recorded_cost_rows",
     "share_text",
     "simulated_cost_rows",
@@ -137,6 +138,21 @@ def cost_rows(report: ReplayReport, summary: dict[str, Any]) -> list[tuple[str, 
         ),
         *((_SHORT_LABELS.get(label, label), value) for label, value in priced),
     ]
+
+
+def problem_lines(report: ReplayReport) -> list[str]:
+    """The first invalid view and the manager's warnings, when there are any (both screens
+    print them under their tables)."""
+    lines: list[str] = []
+    bad = next((r for r in report.requests if not r.valid), None)
+    if bad is not None:
+        lines.append(
+            f"[red]First invalid view[/] (request {bad.request}): {escape(bad.violations[0])}"
+        )
+    warned = warnings_line(report)
+    if warned is not None:
+        lines.append(warned)
+    return lines
 
 
 def warnings_line(report: ReplayReport) -> str | None:
