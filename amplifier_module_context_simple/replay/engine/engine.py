@@ -239,6 +239,7 @@ async def replay(
                 record.overhead_tokens = analysis.observe(
                     record.request, record.request_budget, view, pending,
                     view_tokens=record.view_tokens, system_tokens=record.system_prompt_tokens,
+                    whole=manager.compaction_level == 0,
                 )  # fmt: skip
                 if feed is not None and pending is None:
                     report.not_recorded.append(record.request)

@@ -134,6 +134,7 @@ class WindowAnalysis:
         *,
         view_tokens: int,
         system_tokens: int = 0,
+        whole: bool = False,
     ) -> int:
         """Add ``request`` (its ``view`` of ``view_tokens``, and the session's ``recorded``
         request).
@@ -142,7 +143,9 @@ class WindowAnalysis:
         simulated window the categories are set against ``budget``. Without a recorded
         payload only the notice is estimated here (the caller has the view's sum), so the cost
         is not the view's length; ``system_tokens`` is the view's system prompt, apart from
-        the conversation when earlier requests were recorded and this one was not.
+        the conversation when earlier requests were recorded and this one was not. ``whole``:
+        the view is the whole conversation (nothing was ever compacted), so the request is the
+        provider's figure itself.
         """
         window = self._window if self._window is not None else budget
         self.recorded_compacted = False
@@ -172,7 +175,10 @@ class WindowAnalysis:
             # log shows were sent (system prompt, tools, framing) is this request's overhead.
             # While the view is that very conversation (stored messages price as the log's
             # do), the view plus it is the provider's figure itself.
-            return max(0, comparison.provider - self._cache.sent_tokens)
+            # The log's messages as sent may be split otherwise than the history's (consecutive
+            # user messages joined): a whole view is priced against itself.
+            sent = view_tokens if whole else self._cache.sent_tokens
+            return max(0, comparison.provider - sent)
         if recorded is not None:
             self._recorded += 1
             # Aligned once, for the window's categories and the cache's causes alike.
