@@ -357,3 +357,24 @@ def test_an_unknown_session_id_names_the_agents_homes_it_looked_in(
     error = result.stderr.strip()
     for folder in (home / ".codex" / "sessions", home / ".pi" / "agent" / "sessions"):
         assert f"{folder}/ (1 session(s) there)" in error
+
+
+def test_a_request_the_replay_left_whole_is_the_recorded_figure(tmp_path: Path) -> None:
+    # Two prompts in a row: the log sends them joined, the history keeps them apart, and the
+    # two are estimated a little differently; a view that is the whole conversation is still
+    # the provider's own count.
+    from .test_claude_code_log import Log, usage_of
+
+    path = (
+        Log()
+        .user("Look at the failing test in tests/test_app.py, please.")
+        .user("And check src/app.py while you are there.")
+        .response("msg_1", {"type": "text", "text": "On it."}, usage=usage_of(10, 3000, 0, 5))
+        .user("thanks")
+        .response("msg_2", {"type": "text", "text": "done"}, usage=usage_of(12, 40, 3000, 5))
+        .write(tmp_path / "s.jsonl")
+    )  # fmt: skip
+    document = run_json("replay", str(path))
+    assert not document["compactions"]
+    recorded = [r["occupancy"] for r in document["cache"]["requests"]]
+    assert [r["request_tokens"] for r in document["requests"]] == recorded
