@@ -64,9 +64,9 @@ class Composer:
         # The notice, kept while what it states is the same (its figures come only from sticky
         # state): consecutive views then share it by identity, and it is estimated once.
         self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
-        # The body before each in-place notice (its length and last message), by (position,
-        # open tail, generation), while the decisions stay the same.
+        # The body before each notice (its length, last message) by (position, tail, generation).
         self._slot: tuple[Decisions, dict[_SlotKey, _Before]] | None = None
+        self._shown_memo: tuple[Decisions, frozenset[int], Decisions] | None = None
         self.rendered = 0
         """History messages rendered to place the notice, over every request."""
 
@@ -144,12 +144,12 @@ class Composer:
         earlier: tuple[EarlierNotice, ...] = ()
         ahead = False
         if self.in_place:
-            shown = decisions.without(scope.retained) if scope.retained else decisions
+            shown = self._shown(scope, decisions)
             at = self._notice_position(scope, shown, stats)
             if in_force is not None and previous is step.base and step.touched:
                 # ``touched`` holds every position the escalation may have changed.
                 changed = min(step.touched)
-                earlier = self._still_standing(scope, shown, previous, in_force, changed, at)
+                earlier = self._still_standing(scope, previous, in_force, changed, at)
                 # A new notice placed ahead of what it changed (a turn's opening prompt)
                 # would break the view before the change.
                 facts = self.index.facts
@@ -177,7 +177,6 @@ class Composer:
     def _still_standing(
         self,
         scope: Scope,
-        shown: Decisions,
         previous: Decisions,
         in_force: CompactionStats,
         changed: int,
@@ -296,19 +295,27 @@ class Composer:
         """Where the in-place notice goes in the body: before the first message rendered from
         the position the latest escalation decided (``notice_at``; ``_notice_position``).
 
-        Everything before that point is rendered exactly as the history has it, and the
-        position was fixed when the escalation was made, so the slot and the notice stay put
-        until the next escalation: consecutive requests then start with the previous one whole.
+        The position was fixed at the escalation, so the slot and the notice stay put until the
+        next one: consecutive requests then start with the previous one whole.
         """
-        shown = decisions.without(scope.retained) if scope.retained else decisions
         position = stats.notice_at
         if position is None:
-            position = self._notice_position(scope, shown, stats)
+            position = self._notice_position(scope, self._shown(scope, decisions), stats)
         return self._slot_of(scope, decisions, position)
+
+    def _shown(self, scope: Scope, decisions: Decisions) -> Decisions:
+        """``decisions`` with the retained reminders shown whole: the same object while the
+        two are the same, so the caches keyed on it hold across a retaining session."""
+        if not scope.retained:
+            return decisions
+        memo = self._shown_memo
+        if memo is None or memo[0] is not decisions or memo[1] != scope.retained:
+            memo = self._shown_memo = (decisions, scope.retained, decisions.without(scope.retained))
+        return memo[2]
 
     def _slot_of(self, scope: Scope, decisions: Decisions, position: int) -> int:
         """The body's index of a notice that stands before history ``position``."""
-        shown = decisions.without(scope.retained) if scope.retained else decisions
+        shown = self._shown(scope, decisions)
         if scope.open_tail is not None:
             # The call still being executed stays last: the notice never follows it.
             position = min(position, scope.open_tail)

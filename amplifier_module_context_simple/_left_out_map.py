@@ -22,7 +22,7 @@ budget, ``compaction_map_share``): lines are added newest first while they fit.
 
 from __future__ import annotations
 
-__all__ = ["MAP_HEADING", "MapLine", "build_map", "map_lines_of", "map_names"]
+__all__ = ["MAP_HEADING", "MapLine", "build_map", "map_lines_of"]
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Set
@@ -32,7 +32,6 @@ from typing import Any
 from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._map_reading import Key, LineReader, message_names
-from ._names import names_in
 
 MAP_HEADING = "Left out, newest first (call or message: the names it held):"
 """The map's first line: what follows it are map lines (``map_lines_of`` reads them back)."""
@@ -203,8 +202,3 @@ def map_lines_of(text: str) -> list[str]:
         elif line.strip():
             break
     return lines
-
-
-def map_names(line: str) -> dict[str, None]:
-    """The names a map line shows (its call's and those it lists)."""
-    return names_in(line)
