@@ -8,10 +8,8 @@ must neither plan an escalation in a resume walk nor count as a request in a rep
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +27,8 @@ from .replay.test_session_dir import (
     session_config,
     write_lines,
 )
-from .test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
-from .test_when_to_compact import resumed_views_that_differ
+from .test_provider_views import PROPERTY_SETTINGS, Session, sessions
+from .test_when_to_compact import assert_every_resume_sends_the_running_view
 
 Msg = dict[str, Any]
 ROLES = ("system", "user", "assistant", "tool")
@@ -120,17 +118,7 @@ def with_display_rows(draw: st.DrawFn) -> Session:
 @PROPERTY_SETTINGS
 @given(with_display_rows())
 def test_a_resume_with_display_rows_anywhere_sends_the_running_view(session: Session) -> None:
-    provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
-    logging.disable(logging.WARNING)
-    try:
-        requests, differ = asyncio.run(
-            resumed_views_that_differ(
-                session.messages, session.token_budget, provider, session.factory
-            )
-        )
-    finally:
-        logging.disable(logging.NOTSET)
-    assert differ == 0, f"{differ} of {requests} resumed views differ"
+    assert_every_resume_sends_the_running_view(session)
 
 
 def _write_jsonl(path: Path, rows: list[Msg]) -> Path:

@@ -416,6 +416,11 @@ async def test_a_resumed_manager_reproduces_the_views_of_a_compacting_session() 
 @PROPERTY_SETTINGS
 @given(sessions())
 def test_stopping_at_any_request_and_resuming_gives_the_same_next_view(session: Session) -> None:
+    assert_every_resume_sends_the_running_view(session)
+
+
+def assert_every_resume_sends_the_running_view(session: Session) -> None:
+    """Stopped at each request of ``session`` and resumed, a manager sends the running view."""
     provider = WindowProvider(session.window, session.max_output) if session.via_provider else None
     logging.disable(logging.WARNING)
     try:
