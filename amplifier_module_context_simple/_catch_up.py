@@ -106,6 +106,7 @@ def catch_up(
             stats=state.stats,
             meter=meter,
             decided_under=state.decided_under,
+            views=False,
         )
         if plan.escalated is not None:
             state.decisions, state.stats = plan.decisions, plan.stats

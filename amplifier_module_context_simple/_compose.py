@@ -26,8 +26,7 @@ from ._config import ContextConfig
 from ._decisions import CompactionStats, Decisions, EarlierNotice
 from ._history import HistoryIndex
 from ._ladder import Step
-from ._left_out_map import build_map
-from ._map_reading import LineReader, PassedNames
+from ._map_maker import MapMaker
 from ._messages import call_ids
 from ._plan import Scope
 from ._render import (
@@ -45,6 +44,8 @@ _SlotKey = tuple[int, int | None, int]
 _Before = tuple[int, Mapping[str, Any] | None]
 _MOST_STANDING = 2
 """Earlier notices a view keeps standing at most, beside the latest one."""
+_NOTICES_KEPT = 8
+"""Notices kept by what they state: a view's (the latest, those standing) and a few more."""
 
 
 class Composer:
@@ -58,12 +59,10 @@ class Composer:
         self._forms = forms
         """The estimates of shortened forms (the planner's), for the slot's render."""
         self._notice_cost_cache: tuple[object, int] = (None, 0)
-        self._lines = LineReader(index)
-        self._passed = PassedNames(index)
-        """The names the history's calls passed: a map lists them first."""
-        # The notice, kept while what it states is the same (its figures come only from sticky
-        # state): consecutive views then share it by identity, and it is estimated once.
-        self._notice_cache: tuple[object, Mapping[str, Any], int] | None = None
+        self.maps = MapMaker(config, index)
+        # The notices, each kept while what it states is the same (its figures come only from
+        # sticky state): consecutive views then share it by identity, and it is estimated once.
+        self._notice_cache: dict[object, tuple[Mapping[str, Any], int]] = {}
         # The body before each notice (its length, last message) by (position, tail, generation).
         self._slot: tuple[Decisions, dict[_SlotKey, _Before]] | None = None
         self._shown_memo: tuple[Decisions, frozenset[int], Decisions] | None = None
@@ -154,7 +153,8 @@ class Composer:
                 # would break the view before the change.
                 facts = self.index.facts
                 ahead = any(facts[q].in_body for q in shown.shown(at, changed))
-        plain = self._notice(notice_figures(stats, decisions))[1]
+        figures = notice_figures(stats, decisions, with_map=False)
+        plain = self._notice(figures)[1]
         standing = sum(e.tokens for e in earlier)
         if earlier and (ahead or view_tokens + standing + plain > room):
             if view_tokens + standing <= room or standing <= plain:
@@ -167,11 +167,13 @@ class Composer:
             while earlier and view_tokens + standing + plain > room:
                 earlier = earlier[:-1]
                 standing = sum(e.tokens for e in earlier)
-        if config.map_bound(room) > 0:
-            lines = self._left_out_map(stats, decisions, room, view_tokens + standing, earlier)
-            stats = stats.with_map(lines)
-        stats = replace(stats, notice_at=at, earlier_notices=earlier)
-        tokens = self._notice(notice_figures(stats, decisions))[1]
+        # The map is ordered here and made when a view shows it; the notice is counted with
+        # the whole room the map was given (``_map_maker``).
+        order = self.maps.order(
+            figures, decisions, room=room, used=view_tokens + standing, plain=plain, shown=earlier
+        )
+        stats = replace(stats, notice_at=at, earlier_notices=earlier, left_out_map=order)
+        tokens = plain + (0 if order is None else order.bound)
         return stats.with_notice(tokens + standing, len(earlier) + 1)
 
     def _still_standing(
@@ -192,8 +194,9 @@ class Composer:
             and in_force.notice_at is not None
             and self._shows_notice(scope, previous)
         ):
-            latest = self._notice(notice_figures(in_force, previous))
-            notices.append(EarlierNotice(in_force.notice_at, *latest))
+            own = in_force.notice_room - sum(e.tokens for e in in_force.earlier_notices)
+            figures = notice_figures(in_force, previous, with_map=False)
+            notices.append(EarlierNotice(in_force.notice_at, figures, in_force.left_out_map, own))
         facts = self.index.facts
 
         def followed_unchanged(position: int) -> bool:
@@ -209,44 +212,6 @@ class Composer:
             if notice.position <= min(changed, at) and followed_unchanged(notice.position)
         ]
         return tuple(kept[:_MOST_STANDING])
-
-    def _left_out_map(
-        self,
-        stats: CompactionStats,
-        decisions: Decisions,
-        room: int,
-        view_tokens: int,
-        earlier: tuple[EarlierNotice, ...],
-    ) -> tuple[str, ...]:
-        """The map of what ``decisions`` leave out: at most its share of ``room``, and no more
-        than the view (``view_tokens`` without its notice) and the notice leave of it.
-
-        The lines are measured one by one; the notice as a whole is then held to the bound
-        (an estimate is not quite additive), dropping the oldest lines while it is over.
-        """
-        index = self.index
-        figures = notice_figures(stats, decisions)
-        verbosity = self.config.compaction_notice_verbosity
-        plain = index.estimate(notice_message(figures, verbosity))
-        bound = min(self.config.map_bound(room), room - view_tokens - plain)
-        if bound <= 0:
-            return ()
-        lines = build_map(
-            index,
-            decisions,
-            # What earlier notices still standing list is in the view already.
-            shown=[e.message for e in earlier],
-            reader=self._lines,
-            bound=bound,
-            measure=_rough_tokens,
-            passed=self._passed.current(),
-        )
-        while lines:
-            mapped = replace(figures, left_out_map=lines)
-            if index.estimate(notice_message(mapped, verbosity)) - plain <= bound:
-                break
-            lines = lines[:-1] if len(lines) > 2 else ()
-        return lines
 
     def compose(
         self,
@@ -264,9 +229,10 @@ class Composer:
             if self.in_place:
                 # Earlier notices still standing first, each where it stood; at one slot the
                 # older goes first. Inserted from the back, so each slot stays the body's.
+                standing = [self._earlier(e) for e in stats.earlier_notices]
                 placed = [
-                    (self._slot_of(scope, decisions, e.position), e.message)
-                    for e in stats.earlier_notices
+                    (self._slot_of(scope, decisions, e.position), message)
+                    for e, (message, _) in zip(stats.earlier_notices, standing, strict=True)
                 ]
                 if stats.restated:
                     placed.append((self._notice_slot(scope, decisions, stats), reminder))
@@ -274,7 +240,7 @@ class Composer:
                     reminder_tokens = 0
                 for slot, message in reversed(sorted(placed, key=lambda p: p[0])):
                     view.insert(len(scope.systems) + slot, message)
-                tokens += sum(e.tokens for e in stats.earlier_notices)
+                tokens += sum(t for _, t in standing)
             else:
                 view.append(reminder)
             tokens += reminder_tokens
@@ -376,23 +342,29 @@ class Composer:
         self, stats: CompactionStats, decisions: Decisions
     ) -> tuple[Mapping[str, Any], int]:
         """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
-        return self._notice(notice_figures(stats, decisions))
+        lines = self.maps.lines(stats.left_out_map, self._earlier_message)
+        figures = notice_figures(stats, decisions, with_map=False)
+        return self._notice(replace(figures, left_out_map=lines))
+
+    def _earlier(self, notice: EarlierNotice) -> tuple[Mapping[str, Any], int]:
+        """A notice still standing and its estimate (its map made if no view showed it)."""
+        lines = self.maps.lines(notice.left_out_map, self._earlier_message)
+        return self._notice(replace(notice.figures, left_out_map=lines))
+
+    def _earlier_message(self, notice: EarlierNotice) -> Mapping[str, Any]:
+        return self._earlier(notice)[0]
 
     def _notice(self, figures: NoticeFigures) -> tuple[Mapping[str, Any], int]:
         """The notice that states ``figures`` and its estimate."""
         key = (figures, self.config.compaction_notice_verbosity, self.index.family)
-        cached = self._notice_cache
-        if cached is None or cached[0] != key:
+        cache = self._notice_cache
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= _NOTICES_KEPT:
+                cache.clear()
             message = notice_message(figures, self.config.compaction_notice_verbosity)
-            cached = self._notice_cache = (key, message, self.index.estimate(message))
-        return cached[1], cached[2]
-
-
-def _rough_tokens(text: str) -> int:
-    """A map line's or name's tokens, on the high side (names run 2-4 characters a token): the
-    map is filled by it, then the notice as a whole is held to the bound by the estimator
-    (estimating every name of every escalation cost a resume's walk more than the rest)."""
-    return len(text) // 2 + 1
+            found = cache[key] = (message, self.index.estimate(message))
+        return found
 
 
 def _is_answer(message: Mapping[str, Any] | None) -> bool:

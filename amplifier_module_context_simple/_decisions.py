@@ -18,10 +18,13 @@ __all__ = [
 
 import itertools
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._notice import LeftOutMap, NoticeFigures
 
 
 def _frozen_map() -> MappingProxyType[int, int]:
@@ -149,11 +152,14 @@ NO_DECISIONS = Decisions()
 
 @dataclass(frozen=True, slots=True)
 class EarlierNotice:
-    """An earlier escalation's notice that still stands: where, what, and its estimate."""
+    """An earlier escalation's notice that still stands: where, what it states, and the
+    tokens it is counted at (its map at the whole room it was given: ``LeftOutMap``)."""
 
     position: int
     """The history position it stands before (that escalation's ``notice_at``)."""
-    message: Mapping[str, Any]
+    figures: NoticeFigures
+    """What it states besides its map."""
+    left_out_map: LeftOutMap | None
     tokens: int
 
 
@@ -192,10 +198,16 @@ class CompactionStats:
     """Thinking blocks the view shows after the first position it changed: what a model whose
     thinking is bound to its prompt loses with this edit."""
     notice_tokens: int = 0
-    """Of ``after_tokens``, the compaction notice's (the view counts it; not in the payload)."""
-    left_out_map: tuple[str, ...] = ()
-    """The notice's map of what the view no longer shows (``_left_out_map``), made at this
-    escalation and kept until the next: its lines, the heading first (not in the payload)."""
+    """Of ``after_tokens``, the compaction notices' (the view counts them; not in the
+    payload)."""
+    notice_room: int = 0
+    """The tokens the view's notices are counted at wherever a figure decides something (the
+    limit's reserve, what may stand): each map at the whole room its escalation gave it, so
+    nothing decided depends on a map's lines (not in the payload)."""
+    left_out_map: LeftOutMap | None = None
+    """The notice's map of what the view no longer shows (``_left_out_map``), ordered at
+    this escalation and made when a view first shows it; kept until the next (not in the
+    payload)."""
     notice_at: int | None = None
     """The history position the in-place notice stands before, decided at this escalation
     from the history as it was then (``_compose``; not in the payload). ``None``: decided
@@ -260,19 +272,22 @@ class CompactionStats:
             thinking_blocks_after_edit=thinking_blocks_after_edit,
         )
 
-    def with_map(self, lines: tuple[str, ...]) -> CompactionStats:
-        """These figures with the map the notice will show."""
-        return replace(self, left_out_map=lines)
-
     def with_notice(self, tokens: int, messages: int = 1) -> CompactionStats:
-        """These figures with the view's notices (``messages`` of them, ``tokens`` in all)
-        counted in."""
+        """These figures with the view's notices (``messages`` of them, counted at ``tokens``
+        in all: ``notice_room``) counted in."""
         return replace(
             self,
             after_tokens=self.after_tokens + tokens,
             after_messages=self.after_messages + messages,
             notice_tokens=tokens,
+            notice_room=tokens,
         )
+
+    def as_shown(self, view_tokens: int) -> CompactionStats:
+        """These figures with the view after as it goes out (``view_tokens``, its notices
+        made): the notices' own tokens, not the room they were counted at."""
+        body = self.after_tokens - self.notice_tokens
+        return replace(self, after_tokens=view_tokens, notice_tokens=view_tokens - body)
 
     def rewritten(self) -> CompactionStats:
         """These figures over a history rewritten in the middle: where the notice stands is

@@ -25,7 +25,7 @@ from __future__ import annotations
 __all__ = ["MAP_HEADING", "MapLine", "build_map", "map_lines_of"]
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,14 +72,16 @@ def build_map(
     reader: LineReader,
     bound: int,
     measure: Callable[[str], int],
-    passed: Set[str] = frozenset(),
+    length: int,
+    passed: Callable[[str], bool] = lambda _: False,
 ) -> tuple[str, ...]:
     """The map's lines (the heading first; empty when nothing is left out or nothing fits).
 
     ``shown``: messages of the view whose names the map does not repeat (the notices of
     earlier escalations that still stand). ``reader``: what each message gives the map.
-    ``bound``: the tokens the map may take, as ``measure`` counts a text. ``passed``: the
-    names the history's calls passed, listed first.
+    ``bound``: the tokens the map may take, as ``measure`` counts a text. ``length``: the
+    history's length the decisions were made at. ``passed``: whether one of those messages'
+    calls passed a name (listed first).
     """
     if bound <= 0 or decisions.empty:
         return ()
@@ -87,7 +89,7 @@ def build_map(
     for message in shown:
         in_view.update(message_names(message))
     used = measure(MAP_HEADING)
-    lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, passed, reader)
+    lines = _gather(index, decisions, in_view, bound * 4 * _WALK_SLACK, (length, passed), reader)
     lines = _once(lines)
     # Every line's call first, newest first, while they fit; then names, a round at a time
     # (each line's first, then each line's second, ...), so one long listing never pushes
@@ -137,22 +139,24 @@ def _gather(
     decisions: Decisions,
     shown: set[str],
     chars: int,
-    passed: Set[str],
+    history: tuple[int, Callable[[str], bool]],
     reader: LineReader,
 ) -> list[MapLine]:
-    """Lines for what ``decisions`` leave out or shorten, newest first, until ``chars``."""
+    """Lines for what ``decisions`` leave out or shorten, newest first, until ``chars``
+    (``history``: its length then, and whether its calls passed a name)."""
     facts = index.facts
+    length, passed = history
 
     def rank(name: str) -> tuple[bool, int]:
         # A name some call of the history passed first: an agent passes again what it or
         # a tool named before.
-        return name not in passed, _telling(name)
+        return not passed(name), _telling(name)
 
     listed = set(shown)
     names_of: dict[Key, list[str]] = {}
     source_of: dict[Key, str] = {}
     gathered = 0
-    for position in range(len(facts) - 1, -1, -1):
+    for position in range(length - 1, -1, -1):
         removed = position in decisions.removed
         if not (removed or position in decisions.truncated or position in decisions.stubbed):
             continue

@@ -9,10 +9,10 @@ calls passed (a map lists those first).
 
 from __future__ import annotations
 
-__all__ = ["Entry", "Key", "LineReader", "PassedNames", "message_names"]
+__all__ = ["RECENT_CALLS", "Entry", "Key", "LineReader", "PassedNames", "message_names"]
 
 import json
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._calls import calls_made
@@ -20,13 +20,17 @@ from ._forms import text_of
 from ._history import HistoryIndex
 from ._names import name_forms, names_in
 
-_READ_CHARS = 8_000
+_READ_CHARS = 4_000
 """A message's names are read from this many of its characters (three quarters from its
-head, a quarter from its tail): reading every left-out
-message whole made a resume's walk (which re-makes every map) several times slower, for a
-point or two of what stays findable (measured on the corpus at 16,000 and 32,000)."""
+head, a quarter from its tail). On the corpus at 8,000, 16,000 and 32,000 tokens this keeps
+as many names findable as reading 8,000 characters did, and reading every message whole
+gained a point or two for a first escalation several times slower."""
 _ARGUMENT_CHARS = 400
 """An argument text longer than this is content (a file's body), not a name the call used."""
+RECENT_CALLS = 256
+"""A map lists first the names the last this many call messages passed: an agent passes
+again what it passed lately, and reading every call of a long session for each map made a
+resume's first escalation slower than the rest of it (every corpus session has fewer)."""
 _SOURCE_CHARS = 80
 """A call's label keeps at most this many characters of what it was called on."""
 
@@ -108,26 +112,37 @@ def _entry(key: Key, source: str, names: Iterable[str]) -> Entry:
 
 
 class PassedNames:
-    """The names the calls of a history passed in their arguments, kept up with it."""
+    """The names the latest calls of a history passed in their arguments (a map lists them
+    first): those of the last ``RECENT_CALLS`` call messages before a position, each call
+    message read once while the history holds."""
 
     def __init__(self, index: HistoryIndex) -> None:
         self.index = index
-        self.names: set[str] = set()
-        self._seen = 0
         self._generation = index.generation
+        self._known: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
 
-    def current(self) -> Set[str]:
-        """The names, the messages indexed since the last call read too."""
+    def passed_before(self, length: int) -> Callable[[str], bool]:
+        """Whether one of the last call messages among the history's first ``length``
+        passed a name (the history as it was when a map was ordered)."""
         index = self.index
         if index.generation != self._generation:
-            self.names, self._seen, self._generation = set(), 0, index.generation
+            self._generation, self._known = index.generation, {}
         facts = index.facts
-        for fact in facts[self._seen :]:
-            if fact.calls:
-                for _, _, arguments in calls_made(fact.sent):
-                    self.names.update(_argument_names(arguments))
-        self._seen = len(facts)
-        return self.names
+        names: set[str] = set()
+        calls = 0
+        for position in range(min(length, len(facts)) - 1, -1, -1):
+            fact = facts[position]
+            if not fact.calls:
+                continue
+            known = self._known.get(position)
+            if known is None or known[0] is not fact.sent:
+                passed = [n for _, _, a in calls_made(fact.sent) for n in _argument_names(a)]
+                known = self._known[position] = (fact.sent, tuple(passed))
+            names.update(known[1])
+            calls += 1
+            if calls == RECENT_CALLS:
+                break
+        return names.__contains__
 
 
 def _result_line(

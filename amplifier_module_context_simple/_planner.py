@@ -22,9 +22,8 @@ planner builds it in seven passes, always in this order:
    the fit pass relaxes protection down to the floor while the view is still over the limit.
 6. **statistics** - the figures of the escalation (before, after, target, what was relaxed),
    from a render of the new decisions (``_compose``).
-7. **compose** - systems, body and notice; last, as the notice states the statistics (the view
-   without escalation is composed before usage too: readings answer whole views;
-   ``_compose``).
+7. **compose** - systems, body and notice, last: the notice states the statistics (the view
+   without escalation is composed before usage too: readings answer whole views).
 
 The planner owns only caches (the rendered prefix, the factory's token count; its composer
 the notice's count, the notice itself while it reads the same and its slot); it never reads or
@@ -248,9 +247,9 @@ class Planner:
         )
 
     def notices_reserve(self, scope: Scope, stats: CompactionStats | None) -> int:
-        """What the view's notices may take: the longest notice, or the notices standing now
-        if more (an escalation may leave them where they are)."""
-        return max(scope.notice_cost, 0 if stats is None else stats.notice_tokens)
+        """What the view's notices may take: the longest notice, or the room of those standing
+        now if more (an escalation may leave them where they are; ``notice_room``)."""
+        return max(scope.notice_cost, 0 if stats is None else stats.notice_room)
 
     def timing(
         self, scope: Scope, *, used: int, estimate: int, model: SizeModel, effective: int,
@@ -269,9 +268,7 @@ class Planner:
             to_real=lambda growth: model.to_real(growth) - model.to_real(0),
         )
 
-    # ---------------------------------------------------------------- 6. statistics, 7. compose
-    # In ``self.composer`` (``_compose``): the figures of an escalation, and the view that states
-    # them with the notice.
+    # ------------------------------------------- 6. statistics, 7. compose (``self.composer``)
 
     def compose(
         self,
@@ -298,20 +295,24 @@ class Planner:
         hard_fit: bool = False,
         relax: bool = True,
         decided_under: int | None = None,
+        views: bool = True,
     ) -> RequestPlan:
         """Plan one request on our estimate: escalate past the trigger, else render as is.
 
         ``decisions``/``stats`` are those in force. ``relax`` lets a fit pass give up protection
         when the rungs leave the view over budget (plain and retention paths; not measured).
         ``decided_under`` is the room the decisions in force were made under: when the room
-        now disproves it (``_room``), an escalation starts from no decisions.
+        now disproves it (``_room``), an escalation starts from no decisions. ``views=False``
+        (a resume's walk): no view is composed, so no map is made (``_map_maker``).
         """
         config, entry = self.config, decisions
         # 3. render, and the view as it goes out when nothing escalates (readings answer
         # whole views).
         body = self.render(scope, decisions)
         estimate = scope.system_tokens + body.tokens
-        view, view_tokens, body = self.compose(scope, decisions, stats, body)
+        view, view_tokens = list[Mapping[str, Any]](), estimate
+        if views:  # else a walk's: no view goes out
+            view, view_tokens, body = self.compose(scope, decisions, stats, body)
         # 4. usage, then the model that converts real figures into estimate units.
         meter_stats = self.usage(scope, estimate, view_tokens, meter)
         model = self.size_model(meter, view_tokens)
@@ -373,7 +374,9 @@ class Planner:
                 room=limit + reserved,
                 in_force=stats if start is entry else None,
             )
-            view, view_tokens, body = self.compose(scope, decisions, stats, body)
+            if views:
+                view, view_tokens, body = self.compose(scope, decisions, stats, body)
+                stats = stats.as_shown(view_tokens)
         return request_plan(
             scope,
             entry,

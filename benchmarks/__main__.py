@@ -9,7 +9,8 @@ Options::
     --save PATH                also write the raw results as JSON to PATH
     --load PATH                print the tables of results saved with --save (no measuring)
     --profile NAME             cProfile one workload (admit, first_request, resume,
-                               resume_escalating, turn, escalation, sticky, reread, estimator)
+                               resume_escalating, resume_compacted, turn, escalation,
+                               sticky, reread, estimator)
                                at each of --sizes, in this process
     --replay-only              only the replay benchmark
     --replay-mb 20,200         the replay benchmark: `context-simple replay` on a generated

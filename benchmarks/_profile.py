@@ -31,6 +31,7 @@ WORKLOADS = (
     "first_request",
     "resume",
     "resume_escalating",
+    "resume_compacted",
     "turn",
     "escalation",
     "sticky",
@@ -61,8 +62,11 @@ async def profile(name: str, size: int, *, top: int = 30) -> str:
         # what the running session stored, read back as new dicts (outside the profile)
         await admit_all(manager, history)
         stored = json.loads(json.dumps(manager.messages))
-        budget = HUGE_BUDGET
-        if name == "resume_escalating":
+        budget: int | None = HUGE_BUDGET
+        if name == "resume_compacted":
+            # the default window: the walk re-makes every compaction the session made
+            budget = None
+        elif name == "resume_escalating":
             await manager.get_messages_for_request(HUGE_BUDGET)
             budget = escalation_budget(estimated_tokens(manager), manager)
         fresh = SimpleContextManager(hooks=EventRecorder())
