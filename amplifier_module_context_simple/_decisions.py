@@ -13,6 +13,8 @@ __all__ = [
     "CompactionStats",
     "Decisions",
     "EarlierNotice",
+    "LeftOutMap",
+    "NoticeFigures",
     "Reductions",
 ]
 
@@ -21,10 +23,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._notice import LeftOutMap, NoticeFigures
+from typing import Any
 
 
 def _frozen_map() -> MappingProxyType[int, int]:
@@ -148,6 +147,78 @@ class Decisions:
 
 
 NO_DECISIONS = Decisions()
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFigures:
+    """The numbers a notice states (every one of them comes from sticky state)."""
+
+    history_messages: int
+    removed: int
+    truncated: int
+    stubbed: int
+    relaxed: bool
+    left_out_map: tuple[str, ...] = ()
+    """The map's lines (``_left_out_map``): its cost is bounded apart (``map_bound``)."""
+
+    @classmethod
+    def largest(cls, history_messages: int) -> NoticeFigures:
+        """Figures at least as long as any notice for a history this size can state (every
+        count stated), without a map."""
+        wide = 10 ** len(str(history_messages + 1000)) - 1
+        return cls(wide, wide, wide, wide, relaxed=True)
+
+
+class LeftOutMap:
+    """An escalation's map of what its view left out (``_left_out_map``): ordered at the
+    escalation, made the first time a view shows it (``_map_maker``).
+
+    The order fixes all that decides anything: the room the map may take (``bound``, counted
+    whole in the notice's figure) and what it is made from. So a resume's walk decides the
+    same without making any map its view does not show. Once made, the lines are kept and
+    the recipe let go (notices standing one beside the other would keep old decisions alive).
+    """
+
+    __slots__ = ("_lines", "_recipe", "bound", "length")
+
+    def __init__(
+        self,
+        decisions: Decisions,
+        figures: NoticeFigures,
+        shown: tuple[EarlierNotice, ...],
+        *,
+        bound: int,
+        length: int,
+    ) -> None:
+        self.bound = bound
+        """The tokens the map may take; the notice is counted with all of them."""
+        self.length = length  # the history's length at the escalation: made as of then
+        recipe = (decisions, figures, shown)
+        self._recipe: tuple[Decisions, NoticeFigures, tuple[EarlierNotice, ...]] | None = recipe
+        self._lines: tuple[str, ...] | None = None
+
+    @property
+    def made(self) -> bool:
+        return self._lines is not None
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The map's lines, the heading first (empty: nothing fitted)."""
+        if self._lines is None:
+            raise RuntimeError("the map of what was left out is read before it was made")
+        return self._lines
+
+    def recipe(self) -> tuple[Decisions, NoticeFigures, tuple[EarlierNotice, ...]]:
+        """What the map is made from: the escalation's decisions, what its notice states
+        besides the map, and the earlier notices standing beside it (their names are not
+        listed again)."""
+        if self._recipe is None:
+            raise RuntimeError("the map of what was left out was made already")
+        return self._recipe
+
+    def keep(self, lines: tuple[str, ...]) -> None:
+        """The map as made from ``recipe``."""
+        self._lines, self._recipe = lines, None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,11 @@ from dataclasses import replace
 from typing import Any
 
 from ._config import ContextConfig
-from ._decisions import Decisions, EarlierNotice
+from ._decisions import Decisions, EarlierNotice, LeftOutMap, NoticeFigures
 from ._history import HistoryIndex
 from ._left_out_map import build_map
 from ._map_reading import LineReader, PassedNames
-from ._notice import LeftOutMap, NoticeFigures, notice_message
+from ._notice import notice_message
 
 MessageOf = Callable[[EarlierNotice], Mapping[str, Any]]
 """The message of a notice standing beside a map (its names are not listed again)."""

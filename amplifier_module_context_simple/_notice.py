@@ -7,14 +7,12 @@ escalation; ``_render`` re-exports it with the view's other renderers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ._decisions import CompactionStats, Decisions, EarlierNotice
+from ._decisions import CompactionStats, Decisions, NoticeFigures
 
 __all__ = [
     "NOTICE_SOURCE",
-    "LeftOutMap",
     "NoticeFigures",
     "notice",
     "notice_figures",
@@ -50,85 +48,6 @@ def notice_figures(
         relaxed=decisions.protection_relaxed,
         left_out_map=order.lines if with_map and order is not None else (),
     )
-
-
-class LeftOutMap:
-    """An escalation's map of what its view left out (``_left_out_map``): ordered at the
-    escalation, made the first time a view shows it (``_map_maker``).
-
-    What the order fixes is all that decides anything: the room the map may take (``bound``,
-    counted whole in the notice's figure) and what it will be made from (the decisions, the
-    history as long as it was, the notices that stood beside it). So a resume's walk, which
-    re-makes every escalation of a long session but shows only the last view, decides the same
-    without making any map but those its view shows. Once made, the lines are kept and what
-    they were made from is let go (a chain of notices standing one beside the other would
-    otherwise keep every older decisions alive).
-    """
-
-    __slots__ = ("_lines", "_recipe", "bound", "length")
-
-    def __init__(
-        self,
-        decisions: Decisions,
-        figures: NoticeFigures,
-        shown: tuple[EarlierNotice, ...],
-        *,
-        bound: int,
-        length: int,
-    ) -> None:
-        self.bound = bound
-        """The tokens the map may take; the notice is counted with all of them."""
-        self.length = length
-        """The history's length at the escalation: the map is made as of then."""
-        self._recipe: tuple[Decisions, NoticeFigures, tuple[EarlierNotice, ...]] | None = (
-            decisions,
-            figures,
-            shown,
-        )
-        self._lines: tuple[str, ...] | None = None
-
-    @property
-    def made(self) -> bool:
-        return self._lines is not None
-
-    @property
-    def lines(self) -> tuple[str, ...]:
-        """The map's lines, the heading first (empty: nothing fitted)."""
-        if self._lines is None:
-            raise RuntimeError("the map of what was left out is read before it was made")
-        return self._lines
-
-    def recipe(self) -> tuple[Decisions, NoticeFigures, tuple[EarlierNotice, ...]]:
-        """What the map is made from: the escalation's decisions, what its notice states
-        besides the map, and the earlier notices standing beside it (their names are not
-        listed again)."""
-        if self._recipe is None:
-            raise RuntimeError("the map of what was left out was made already")
-        return self._recipe
-
-    def keep(self, lines: tuple[str, ...]) -> None:
-        """The map as made from ``recipe``."""
-        self._lines, self._recipe = lines, None
-
-
-@dataclass(frozen=True, slots=True)
-class NoticeFigures:
-    """The numbers a notice states (every one of them comes from sticky state)."""
-
-    history_messages: int
-    removed: int
-    truncated: int
-    stubbed: int
-    relaxed: bool
-    left_out_map: tuple[str, ...] = ()
-    """The map's lines (``_left_out_map``): its cost is bounded apart (``map_bound``)."""
-
-    @classmethod
-    def largest(cls, history_messages: int) -> NoticeFigures:
-        """Figures at least as long as any notice for a history this size can state (every
-        count stated), without a map."""
-        wide = 10 ** len(str(history_messages + 1000)) - 1
-        return cls(wide, wide, wide, wide, relaxed=True)
 
 
 def notice_message(figures: NoticeFigures, verbosity: str) -> Message:

@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import ContextConfig
-from amplifier_module_context_simple._decisions import Decisions
+from amplifier_module_context_simple._decisions import Decisions, LeftOutMap, NoticeFigures
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._map_maker import MapMaker
 from amplifier_module_context_simple._map_reading import RECENT_CALLS, PassedNames
-from amplifier_module_context_simple._notice import LeftOutMap, NoticeFigures
 
 Msg = dict[str, Any]
 
