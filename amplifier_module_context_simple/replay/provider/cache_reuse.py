@@ -21,6 +21,7 @@ from ..payloads.payload import usage_figure
 from ..payloads.payload_match import (
     Alignment,
     MessageMatch,
+    TranscriptIndex,
     align,
     payload_parts,
 )
@@ -198,9 +199,17 @@ class CacheTracker:
     """
 
     def __init__(
-        self, transcript: Sequence[Json] | None = None, *, family: str | None = None
+        self,
+        transcript: Sequence[Json] | TranscriptIndex | None = None,
+        *,
+        family: str | None = None,
     ) -> None:
-        self._transcript = transcript
+        # Indexed once: every request is aligned with the same (growing) transcript.
+        self._transcript = (
+            TranscriptIndex(transcript)
+            if transcript is not None and not isinstance(transcript, TranscriptIndex)
+            else transcript
+        )
         self._family = family
         self._previous: _Sent | None = None
         self._requests: list[CacheRequest] = []

@@ -35,6 +35,7 @@ from ..payloads.payload_match import (
     INJECTION_TAG,
     Alignment,
     MessageMatch,
+    TranscriptIndex,
     align,
     block_text,
     content_blocks,
@@ -192,7 +193,7 @@ def injection_map(aligned: Alignment) -> dict[int, dict[int | None, int]]:
 
 def digest(
     payload: Json,
-    transcript: Sequence[Json] | None = None,
+    transcript: Sequence[Json] | TranscriptIndex | None = None,
     *,
     family: str | None = None,
 ) -> PayloadDigest:
