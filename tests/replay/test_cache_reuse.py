@@ -1,4 +1,4 @@
-"""Cache reuse as the provider saw it (replay/provider/cache_reuse.py) and its table
+"""Cache reuse as the provider saw it (replay/provider/cache_rules.py, cache_reuse.py) and its table
 (replay/output/window_tables.py)."""
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from rich.console import Console
 from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.replay.output.window_tables import render_cache
 from amplifier_module_context_simple.replay.provider.cache_reuse import (
+    CacheTracker,
+    cache_report,
+)
+from amplifier_module_context_simple.replay.provider.cache_rules import (
     COMPACTION,
     EDIT,
     INJECTION_MOVED,
     SYSTEM_CHANGED,
     TOOLS_CHANGED,
-    CacheTracker,
-    cache_report,
     digest,
     first_difference,
 )

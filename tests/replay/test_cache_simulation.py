@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.replay.provider.cache_reuse import digest
+from amplifier_module_context_simple.replay.provider.cache_rules import digest
 from amplifier_module_context_simple.replay.provider.cache_simulation import (
     HEAD_AND_END,
     CacheSimulator,

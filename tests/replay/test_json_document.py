@@ -30,7 +30,7 @@ from amplifier_module_context_simple.replay.engine.report import SCHEMA_VERSION
 from amplifier_module_context_simple.replay.engine.session_settings import add_budget_setting
 from amplifier_module_context_simple.replay.engine.sweep import SWEPT_KEYS
 from amplifier_module_context_simple.replay.findings.evidence import forms, salient_strings
-from amplifier_module_context_simple.replay.provider.cache_reuse import CAUSES
+from amplifier_module_context_simple.replay.provider.cache_rules import CAUSES
 
 from . import json_doc
 from .cli_runs import run, run_json

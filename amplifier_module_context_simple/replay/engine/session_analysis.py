@@ -36,7 +36,7 @@ from typing import Any
 
 from ... import estimate_message_tokens
 from ..payloads.payload import UsageComparison, WindowBreakdown, breakdown, compare, given_breakdown
-from ..payloads.payload_match import align
+from ..payloads.payload_match import TranscriptIndex, align
 from ..provider.cache_reuse import CacheReport, CacheRequest, CacheTracker
 from ..recordings.session_dir import RecordedRequest
 from .view import is_notice
@@ -109,10 +109,12 @@ class WindowAnalysis:
         self._max_output = max_output
         self._overhead = overhead
         self._history = history  # the manager's list: it grows as the replay goes
+        # Indexed as it grows, once for the whole replay (not once per recorded request).
+        self._index = TranscriptIndex(history)
         self.recorded_compacted = False
         """The request observed last was recorded after the session's own compaction (its
         payload carries the notice, a truncation marker or a stub)."""
-        self._cache = CacheTracker(history, family=family)
+        self._cache = CacheTracker(self._index, family=family)
         self._sub_agents = sub_agents
         self._recorded = 0
         self._usage_only = 0  # requests with recorded usage and no payload (messages_only)
@@ -124,6 +126,7 @@ class WindowAnalysis:
         """The manager's history is now ``history`` (a new list: the agent's own compaction
         started it afresh); recorded payloads are aligned with it from here on."""
         self._history = history
+        self._index = TranscriptIndex(history)
 
     def observe(
         self,
@@ -182,7 +185,7 @@ class WindowAnalysis:
         if recorded is not None:
             self._recorded += 1
             # Aligned once, for the window's categories and the cache's causes alike.
-            aligned = align(recorded.payload, self._history, family=self._family)
+            aligned = align(recorded.payload, self._index, family=self._family)
             found = breakdown(
                 recorded.payload,
                 self._history,

@@ -13,7 +13,8 @@ from rich.markup import escape
 
 from ..payloads.payload import UsageComparison, WindowBreakdown
 from ..payloads.space_parts import Part
-from ..provider.cache_reuse import CAUSE_MEANINGS, CacheReport, CacheRequest, Difference
+from ..provider.cache_reuse import CacheReport, CacheRequest
+from ..provider.cache_rules import CAUSE_MEANINGS, Difference
 from .table_fit import Cell, Column, Note, fit_table
 
 __all__ = ["render_cache", "render_window"]

@@ -43,6 +43,7 @@ __all__ = [
     "Alignment",
     "Injection",
     "MessageMatch",
+    "TranscriptIndex",
     "align",
     "block_text",
     "content_blocks",
@@ -242,11 +243,22 @@ def _call_ids(message: Json) -> list[str]:
     return found
 
 
-class _Transcript:
-    """Lookups over the transcript: call ids, result ids, and each position's text."""
+class TranscriptIndex:
+    """Lookups over a transcript: call ids, result ids, user texts by their head, roles.
+
+    Build one per transcript and pass it to :func:`align` for every request: a replay's history
+    is a list that only grows at its end, so each alignment first indexes what was appended
+    since the one before (:meth:`catch_up`) and a whole session costs each transcript message
+    once, not once per request. A list that got shorter is indexed again from its start.
+    """
 
     def __init__(self, transcript: Sequence[Json]) -> None:
         self.messages = transcript
+        self._reset()
+        self.catch_up()
+
+    def _reset(self) -> None:
+        self._indexed = 0
         self._texts: dict[int, str] = {}
         self.by_call: dict[str, int] = {}
         self.by_result: dict[str, int] = {}
@@ -254,21 +266,34 @@ class _Transcript:
         self.short_sizes: set[int] = set()
         self.by_head: dict[str, list[int]] = {}
         """User positions by the first ``_HEAD`` characters of their text (shorter: whole)."""
-        for position, message in enumerate(transcript):
-            if message.get("role") == "user":
-                self.users.append(position)
-                head = self.text(position)[:_HEAD]
-                self.by_head.setdefault(head, []).append(position)
-                if len(head) < _HEAD:
-                    self.short_sizes.add(len(head))
-            for call_id in _call_ids(message):
-                self.by_call.setdefault(call_id, position)
-            result_id = message.get("tool_call_id")
-            if message.get("role") == "tool" and isinstance(result_id, str):
-                self.by_result.setdefault(result_id, position)
-            for block in content_blocks(message):
-                if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                    self.by_result.setdefault(block["tool_use_id"], position)
+        self._by_role: dict[str, list[int]] = {}
+
+    def catch_up(self) -> None:
+        """Index the messages appended to the transcript since the last call."""
+        if len(self.messages) < self._indexed:
+            self._reset()
+        for position in range(self._indexed, len(self.messages)):
+            self._add(position, self.messages[position])
+        self._indexed = len(self.messages)
+
+    def _add(self, position: int, message: Json) -> None:
+        role = message.get("role")
+        if isinstance(role, str):
+            self._by_role.setdefault(role, []).append(position)
+        if role == "user":
+            self.users.append(position)
+            head = self.text(position)[:_HEAD]
+            self.by_head.setdefault(head, []).append(position)
+            if len(head) < _HEAD:
+                self.short_sizes.add(len(head))
+        for call_id in _call_ids(message):
+            self.by_call.setdefault(call_id, position)
+        result_id = message.get("tool_call_id")
+        if role == "tool" and isinstance(result_id, str):
+            self.by_result.setdefault(result_id, position)
+        for block in content_blocks(message):
+            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                self.by_result.setdefault(block["tool_use_id"], position)
 
     def text(self, position: int) -> str:
         if position not in self._texts:
@@ -293,10 +318,10 @@ class _Transcript:
         return None
 
     def next_role(self, role: str, start: int) -> int | None:
-        for position in range(start, len(self.messages)):
-            if self.messages[position].get("role") == role:
-                return position
-        return None
+        """The first position from ``start`` of a message in ``role`` (None: none)."""
+        positions = self._by_role.get(role, [])
+        at = bisect_left(positions, start)
+        return positions[at] if at < len(positions) else None
 
 
 def _is_notice(message: Json) -> bool:
@@ -323,7 +348,7 @@ def _block_tokens(block: Json, family: str | None) -> int:
 class _Walk:
     """The state of one alignment walk."""
 
-    transcript: _Transcript
+    transcript: TranscriptIndex
     family: str | None
     cursor: int = 0
     injections: list[Injection] = field(default_factory=list[Injection])
@@ -416,9 +441,20 @@ class _Walk:
         return text[:start].rstrip() != original.rstrip()
 
 
-def align(payload: Json, transcript: Sequence[Json], *, family: str | None = None) -> Alignment:
-    """The payload's conversation messages matched to ``transcript`` (module docstring)."""
-    walk = _Walk(_Transcript(transcript), family)
+def align(
+    payload: Json, transcript: Sequence[Json] | TranscriptIndex, *, family: str | None = None
+) -> Alignment:
+    """The payload's conversation messages matched to ``transcript`` (module docstring).
+
+    Aligning many payloads with one transcript: pass the same :class:`TranscriptIndex` each
+    time (a plain sequence is indexed afresh on every call).
+    """
+    if isinstance(transcript, TranscriptIndex):
+        transcript.catch_up()
+        index = transcript
+    else:
+        index = TranscriptIndex(transcript)
+    walk = _Walk(index, family)
     rows: list[MessageMatch] = []
     notice = 0
     _, _, messages = payload_parts(payload)

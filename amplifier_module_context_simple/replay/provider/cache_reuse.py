@@ -1,49 +1,47 @@
 """Cache reuse as the provider saw it: per request, what it read and wrote, and where the
 request first differs from the one before.
 
-A provider serves from its cache the longest prefix a request shares with an earlier one
-(Anthropic: tools, then system, then messages). :func:`first_difference` finds where that
-shared prefix ends, ignoring ``cache_control`` keys (the markers move to the newest block by
-design) and reading string content as the one text block it is to the provider, and names the
-cause (``CAUSES``):
-
-* ``tools changed`` / ``system changed``: the part before every message differs;
-* ``tail injection moved``: what differs in the previous request was an ephemeral injection (a
-  whole injected message, or text appended inside a block) that is gone or moved;
-* ``compaction``: the caller says a compaction happened, or the new request carries the
-  compaction notice or a truncation / stub marker at or after the difference;
-* ``edit``: anything else.
-
-``None`` means the previous request is a prefix of this one. Any other answer is a cache
-break. A :class:`PayloadDigest` of a request holds what the comparison needs (a fingerprint per
-tool, system block, message and block, with ``cache_control`` stripped, plus the injection map
-and the running token estimate). :class:`CacheTracker` feeds requests in order, recorded
-payloads and a Claude Code log's rebuilt requests alike, in time linear in the messages each
-adds, and builds the :class:`CacheReport`: the share of input tokens served from cache (sum of
-reads over sum of occupancy), the breaks and their causes.
+:class:`CacheTracker` feeds requests in order, recorded payloads and a Claude Code log's
+rebuilt requests alike, in time linear in the messages each adds, and builds the
+:class:`CacheReport`: the share of input tokens served from cache (sum of reads over sum of
+occupancy), the breaks and their causes. Where two requests differ, and why, is decided by
+``cache_rules`` (:func:`~.cache_rules.first_difference`'s rules); the tracker applies them only
+from where the two requests stop being equal.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ... import estimate_message_tokens
-from ..._render import STUB_TEMPLATE, TRUNCATION_MARKER
 from ..payloads.payload import usage_figure
 from ..payloads.payload_match import (
-    INJECTION_TAG,
     Alignment,
     MessageMatch,
+    TranscriptIndex,
     align,
-    block_text,
-    content_blocks,
     payload_parts,
+)
+from .cache_rules import (
+    CAUSES,
+    COMPACTION,
+    EDIT,
+    SYSTEM_CHANGED,
+    TOOLS_CHANGED,
+    Difference,
+    MessagePrint,
+    difference_at,
+    first_index,
+    head_tokens,
+    injection_cuts,
+    injection_map,
+    is_marked,
+    message_print,
+    message_tokens,
+    part_prints,
 )
 from .pricing import (
     DEFAULT_PRICES,
@@ -55,274 +53,9 @@ from .pricing import (
     recorded_counts,
 )
 
-__all__ = [
-    "CAUSES",
-    "CAUSE_MEANINGS",
-    "COMPACTION",
-    "EDIT",
-    "INJECTION_MOVED",
-    "SYSTEM_CHANGED",
-    "TOOLS_CHANGED",
-    "CacheReport",
-    "CacheRequest",
-    "CacheTracker",
-    "Difference",
-    "PayloadDigest",
-    "cache_report",
-    "digest",
-    "first_difference",
-]
-
-COMPACTION = "compaction"
-INJECTION_MOVED = "tail injection moved"
-EDIT = "edit"
-SYSTEM_CHANGED = "system changed"
-TOOLS_CHANGED = "tools changed"
-CAUSES = (INJECTION_MOVED, COMPACTION, EDIT, SYSTEM_CHANGED, TOOLS_CHANGED)
-CAUSE_MEANINGS = {
-    INJECTION_MOVED: "text injected at the end of the previous request (a hook's reminder) is "
-    "gone or moved, so the provider reads everything after it again",
-    COMPACTION: "a compaction changed what the view sends at or after that point",
-    EDIT: "a message already sent changed",
-    SYSTEM_CHANGED: "the system prompt changed, so nothing after it could be read",
-    TOOLS_CHANGED: "the tool definitions changed, so nothing after them could be read",
-}
-"""Each cause in a reader's words, for the report's legend."""
-
-_MARKS = (TRUNCATION_MARKER.split("{", 1)[0], STUB_TEMPLATE.split("{", 1)[0])
+__all__ = ["CacheReport", "CacheRequest", "CacheTracker", "cache_report"]
 
 Json = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class _Block:
-    full: bytes
-    base: bytes
-    """The fingerprint with its appended injection cut off and trailing whitespace stripped
-    (where the separator of a tail found by its tag ends is a guess)."""
-    tail: bool
-    """Text is appended to it as an injection."""
-    injected: bool
-    """The whole block is an injection."""
-
-
-@dataclass(frozen=True)
-class _Message:
-    index: int
-    full: bytes
-    blocks: tuple[_Block, ...]
-    positions: tuple[int, ...]
-    injected: bool
-    marked: bool
-    """Carries the compaction notice, a truncation marker or a stub."""
-
-
-@dataclass(frozen=True)
-class PayloadDigest:
-    """What :func:`first_difference` needs of a request (see the module docstring)."""
-
-    tools: tuple[bytes, ...]
-    system: tuple[bytes, ...]
-    messages: tuple[_Message, ...]
-    prefix_tokens: tuple[int, ...]
-    """Estimate of tools + system, then of the prefix through each message (cumulative)."""
-
-
-@dataclass(frozen=True)
-class Difference:
-    """Where a request first differs from the previous one, and why."""
-
-    part: str
-    """``"tools"``, ``"system"`` or ``"messages"``."""
-    index: int
-    """Tool, system block or payload message index (of the previous request)."""
-    block_index: int | None
-    position: int | None
-    """The transcript position of the message that differs, where there is one."""
-    cause: str
-
-    def where(self) -> str:
-        if self.part != "messages":
-            return f"{self.part} [{self.index}]"
-        text = f"message {self.index}"
-        text += "" if self.block_index is None else f" block {self.block_index}"
-        return text + ("" if self.position is None else f" (transcript #{self.position})")
-
-
-def _print(value: Any) -> bytes:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    if '"cache_control"' in text:  # rare: strip it only where it is (the walk is the cost)
-        text = json.dumps(_stripped(value), sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
-
-
-def _stripped(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _stripped(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list | tuple):
-        return [_stripped(v) for v in value]
-    return value
-
-
-def _block_print(block: Json, cut: int | None) -> bytes:
-    """A block's fingerprint, its text cut at ``cut`` and stripped (whole text: None)."""
-    text = block_text(block)
-    if text is None:
-        return _print(block)
-    rest = {k: v for k, v in block.items() if k not in ("text", "content")}
-    return _print([rest, text if cut is None else text[:cut].rstrip()])
-
-
-def _tag_cuts(message: Json) -> dict[int | None, int]:
-    """Without a transcript: text from the first injection tag of a block is injected."""
-    found: dict[int | None, int] = {}
-    for b, block in enumerate(content_blocks(message)):
-        text = block_text(block) or ""
-        at = text.find(INJECTION_TAG)
-        if at >= 0:  # the separating whitespace goes with the tail, as align() has it
-            found[b] = len(text[:at].rstrip())
-    return found
-
-
-def _injection_map(aligned: Alignment) -> dict[int, dict[int | None, int]]:
-    """message index -> {block index (None: whole message) -> where the injection starts}."""
-    found: dict[int, dict[int | None, int]] = {}
-    for injection in aligned.injections:
-        found.setdefault(injection.message_index, {})[injection.block_index] = injection.start
-    return found
-
-
-def digest(
-    payload: Json, transcript: Sequence[Json] | None = None, *, family: str | None = None
-) -> PayloadDigest:
-    """The compact digest of one request; with ``transcript``, its injections as aligned."""
-    system, tools, messages = payload_parts(payload)
-    aligned = None if transcript is None else align(payload, transcript, family=family)
-    injections = None if aligned is None else _injection_map(aligned)
-    prefix = [_head_tokens(tools, system, family)]
-    prints: list[_Message] = []
-    for ordinal, (index, message) in enumerate(messages):
-        match = None if aligned is None else aligned.messages[ordinal]
-        prints.append(_digest_message(index, message, _cuts(injections, index, message), match))
-        prefix.append(prefix[-1] + _estimate(message, match, family))
-    return PayloadDigest(_prints(tools), _prints(system), tuple(prints), tuple(prefix))
-
-
-def _prints(parts: Sequence[Any]) -> tuple[bytes, ...]:
-    return tuple(_print(p) for p in parts)
-
-
-def _head_tokens(tools: Sequence[Any], system: Sequence[Any], family: str | None) -> int:
-    """The estimate of what comes before every message: the tools, then the system prompt."""
-    total = estimate_message_tokens(
-        {"content": json.dumps(_stripped(tools), ensure_ascii=False, default=str)}, family=family
-    ) if tools else 0  # fmt: skip
-    return total + (estimate_message_tokens({"content": system}, family=family) if system else 0)
-
-
-def _cuts(
-    injections: Mapping[int, dict[int | None, int]] | None, index: int, message: Json
-) -> dict[int | None, int]:
-    """Block index (None: whole message) -> where its injection starts, for one message
-    (``injections``: the alignment's map; None: found by their tag)."""
-    if injections is None:
-        return _tag_cuts(message)
-    return injections.get(index, {})
-
-
-def _digest_message(
-    index: int, message: Json, cuts: Mapping[int | None, int], match: MessageMatch | None
-) -> _Message:
-    """One message's fingerprints; ``match``: its alignment (None: injections by their tag)."""
-    blocks_in = content_blocks(message)
-    whole = None in cuts or (
-        match is None and bool(cuts) and all(cuts.get(b) == 0 for b in range(len(blocks_in)))
-    )
-    blocks: list[_Block] = []
-    for b, block in enumerate(blocks_in):
-        cut, text = cuts.get(b), block_text(block) or ""
-        full = _block_print(block, None)
-        stripped = len(text) if cut is None else cut
-        base = full if cut is None and text == text.rstrip() else _block_print(block, stripped)
-        blocks.append(_Block(full, base, cut is not None, cut == 0))
-    # String content is one text block to the provider: the same prefix either way.
-    envelope = _print({k: v for k, v in message.items() if k != "content"})
-    full = hashlib.blake2b(envelope + b"".join(b.full for b in blocks), digest_size=12).digest()
-    positions = () if match is None else match.positions
-    return _Message(index, full, tuple(blocks), positions, whole, _marked(message, match))
-
-
-def _estimate(message: Json, match: MessageMatch | None, family: str | None) -> int:
-    return estimate_message_tokens(message, family=family) if match is None else match.estimate
-
-
-def _marked(message: Json, match: MessageMatch | None) -> bool:
-    """It carries the compaction notice (as aligned), a truncation marker or a stub."""
-    if match is not None and match.notice:
-        return True
-    return any((block_text(b) or "").startswith(_MARKS) for b in content_blocks(message))
-
-
-def _first(a: Sequence[Any], b: Sequence[Any]) -> int | None:
-    """Index of the first difference of two sequences (None: equal)."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def first_difference(
-    previous: PayloadDigest | Json, payload: PayloadDigest | Json, *, compacted: bool = False
-) -> Difference | None:
-    """Where ``payload`` first differs from ``previous`` (None: ``previous`` is its prefix).
-
-    Raw payloads are digested without a transcript (injections found by their tag); pass
-    digests made with the transcript to match as :func:`~.payload.align` does.
-    ``compacted``: the caller knows a compaction happened between the two.
-    """
-    old = previous if isinstance(previous, PayloadDigest) else digest(previous)
-    new = payload if isinstance(payload, PayloadDigest) else digest(payload)
-    # Anthropic caches tools, then system, then messages: report the earliest part first.
-    tool = _first(old.tools, new.tools)
-    if tool is not None:
-        return Difference("tools", tool, None, None, TOOLS_CHANGED)
-    system = _first(old.system, new.system)
-    if system is not None:
-        return Difference("system", system, None, None, SYSTEM_CHANGED)
-    for i, before in enumerate(old.messages):
-        after = new.messages[i] if i < len(new.messages) else None
-        if after is None or after.full != before.full:
-            rest = any(m.marked for m in new.messages[i:])
-            return _difference_at(before, after, rest, compacted)
-    return None
-
-
-def _difference_at(
-    before: _Message, after: _Message | None, marked_after: bool, compacted: bool
-) -> Difference:
-    """The difference at a message that changed; ``marked_after``: the new request carries a
-    compaction mark at or after it."""
-    block = None if after is None else _first(before.blocks, after.blocks)
-    position = (before.positions or (after.positions if after else ()) or (None,))[0]
-    cause = _cause(before, after, block, marked_after or compacted)
-    return Difference("messages", before.index, block, position, cause)
-
-
-def _cause(before: _Message, after: _Message | None, block: int | None, compacted: bool) -> str:
-    if before.injected:
-        return INJECTION_MOVED
-    if block is not None and block < len(before.blocks):
-        old = before.blocks[block]
-        if old.injected:
-            return INJECTION_MOVED
-        if after is not None and block < len(after.blocks):
-            new = after.blocks[block]
-            # The previous block's own text, without its tail, is what this one holds.
-            if old.tail and new.base == old.base:
-                return INJECTION_MOVED
-    if compacted:
-        return COMPACTION
-    return EDIT
 
 
 @dataclass(frozen=True)
@@ -443,15 +176,15 @@ class _Sent:
     first_marked: int | None = None
     """The first message carrying a compaction mark (None: none does)."""
 
-    def message(self, ordinal: int) -> _Message:
+    def message(self, ordinal: int) -> MessagePrint:
         message = self.objects[ordinal]
         index = ordinal if self.indices is None else self.indices[ordinal]
         match = None if self.matches is None else self.matches[ordinal]
-        return _digest_message(index, message, _cuts(self.injections, index, message), match)
+        return message_print(index, message, injection_cuts(self.injections, index, message), match)
 
     def marked(self, ordinal: int) -> bool:
         match = None if self.matches is None else self.matches[ordinal]
-        return _marked(self.objects[ordinal], match)
+        return is_marked(self.objects[ordinal], match)
 
 
 class CacheTracker:
@@ -466,9 +199,17 @@ class CacheTracker:
     """
 
     def __init__(
-        self, transcript: Sequence[Json] | None = None, *, family: str | None = None
+        self,
+        transcript: Sequence[Json] | TranscriptIndex | None = None,
+        *,
+        family: str | None = None,
     ) -> None:
-        self._transcript = transcript
+        # Indexed once: every request is aligned with the same (growing) transcript.
+        self._transcript = (
+            TranscriptIndex(transcript)
+            if transcript is not None and not isinstance(transcript, TranscriptIndex)
+            else transcript
+        )
         self._family = family
         self._previous: _Sent | None = None
         self._requests: list[CacheRequest] = []
@@ -557,7 +298,7 @@ class CacheTracker:
         head = (
             previous.head
             if previous is not None and tools == previous.tools and system == previous.system
-            else _head_tokens(tools, system, self._family)
+            else head_tokens(tools, system, self._family)
         )
         prefix = [0] if previous is None else previous.prefix[: same + 1]
         # Messages the previous request sent further on (Claude Code's summary onwards, after
@@ -571,11 +312,11 @@ class CacheTracker:
             tokens = known.get(id(message))
             if tokens is None:
                 match = None if matches is None else matches[ordinal]
-                tokens = _estimate(message, match, self._family)
+                tokens = message_tokens(message, match, self._family)
             prefix.append(prefix[-1] + tokens)
         sent = _Sent(
             tools, system, head, objects, indices, prefix,
-            None if aligned is None else _injection_map(aligned), matches, same,
+            None if aligned is None else injection_map(aligned), matches, same,
         )  # fmt: skip
         first = None if previous is None else previous.first_marked
         if first is None or first >= same:
@@ -614,11 +355,11 @@ def _difference(previous: _Sent, current: _Sent, compacted: bool) -> Difference 
     """:func:`first_difference` of the two requests, fingerprinting only from where their
     messages stop being equal (equal parts have equal fingerprints)."""
     if current.tools != previous.tools:
-        tool = _first(_prints(previous.tools), _prints(current.tools))
+        tool = first_index(part_prints(previous.tools), part_prints(current.tools))
         if tool is not None:
             return Difference("tools", tool, None, None, TOOLS_CHANGED)
     if current.system != previous.system:
-        system = _first(_prints(previous.system), _prints(current.system))
+        system = first_index(part_prints(previous.system), part_prints(current.system))
         if system is not None:
             return Difference("system", system, None, None, SYSTEM_CHANGED)
     for i in range(current.same, len(previous.objects)):
@@ -629,7 +370,7 @@ def _difference(previous: _Sent, current: _Sent, compacted: bool) -> Difference 
             marked = first is not None and (
                 first >= i or any(current.marked(k) for k in range(i, len(current.objects)))
             )
-            return _difference_at(before, after, marked, compacted)
+            return difference_at(before, after, marked, compacted)
     return None
 
 

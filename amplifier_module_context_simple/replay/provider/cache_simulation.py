@@ -46,7 +46,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .cache_reuse import PayloadDigest
+from .cache_rules import PayloadDigest
 from .pricing import (
     DEFAULT_PRICES,
     NO_TOKENS,
@@ -96,7 +96,7 @@ class SimRequest:
 
     @classmethod
     def from_digest(cls, digest: PayloadDigest, time: float | None = None) -> SimRequest:
-        """From :func:`~.cache_reuse.digest`: its fingerprints (``cache_control`` stripped)
+        """From :func:`~.cache_rules.digest`: its fingerprints (``cache_control`` stripped)
         and its running token estimate."""
         # The counts keep a tool that moves into the system prompt from looking unchanged.
         head = hashlib.blake2b(
