@@ -34,7 +34,8 @@ from ._plan import Scope
 from ._planner import Planner
 from ._public import answers_a_request
 from ._room import made_under
-from ._timing import cache_cold, moment_of, quiet_below
+from ._thresholds import Thresholds, thresholds
+from ._timing import cache_cold, moment_of
 
 
 class WalkedState(Protocol):
@@ -87,16 +88,12 @@ def catch_up(
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)
         if scope.open_tail is None:
-            reserved = planner.notices_reserve(scope, state.stats)
-            if bound.quiet(scope, reserved):
+            limits = bound.thresholds(planner.notices_reserve(scope, state.stats))
+            if bound.quiet(scope, limits):
                 continue
             estimate = scope.system_tokens + planner.body_tokens(scope, state.decisions)
             bound.known(estimate)
-            effective = budget.effective_budget
-            timing = planner.timing(
-                scope, used=estimate, estimate=estimate, model=IDENTITY, effective=effective,
-                reserved=reserved,
-            )  # fmt: skip
+            timing = planner.timing(scope, limits, used=estimate, estimate=estimate, model=IDENTITY)
             if timing.reason is None:
                 continue
         bound.forget()
@@ -121,9 +118,10 @@ class _Bound:
     exactly estimated one, plus at most each message indexed since (a decision made earlier
     only ever shortens what it covers) and a placeholder result for each call among them (an
     answer that arrives later replaces its placeholder; the estimator never counts ids, so
-    every placeholder costs the same). A point whose bound stays below ``quiet_below`` and
-    that starts no turn cannot escalate (``escalation_timing``); nor can one nearer the
-    trigger whose cache is warm (``cache_cold``), below the figure without the cold rule.
+    every placeholder costs the same). A point whose bound stays below the quiet figure
+    (``Thresholds.quiet``) and that starts no turn cannot escalate (``escalation_timing``);
+    nor can one nearer the trigger whose cache is warm (``cache_cold``), below the figure
+    without the cold rule.
     """
 
     def __init__(self, planner: Planner, budget: Budget) -> None:
@@ -132,7 +130,15 @@ class _Bound:
         self._placeholder = planner.forms.placeholder("")[1]
         self._estimate: int | None = None
         self._position = 0
-        self._quiet: tuple[int, float, float] = (-1, 0.0, 0.0)
+        self._thresholds: Thresholds | None = None
+
+    def thresholds(self, reserved: int) -> Thresholds:
+        """The walk's thresholds (the budget in estimate units), the notices taking up to
+        ``reserved`` (kept while that holds: it seldom changes from one point to the next)."""
+        known = self._thresholds
+        if known is None or known.reserved != reserved:
+            known = self._thresholds = thresholds(self._planner.config, self._effective, reserved)
+        return known
 
     def known(self, estimate: int) -> None:
         """The exact estimate at the point indexed now."""
@@ -143,9 +149,8 @@ class _Bound:
         """The decisions may change here: the next point is estimated exactly."""
         self._estimate = None
 
-    def quiet(self, scope: Scope, reserved: int) -> bool:
-        """Whether the point indexed now surely stays below every rule (``reserved``: what
-        the limit holds for the notices, ``Planner.notices_reserve``)."""
+    def quiet(self, scope: Scope, limits: Thresholds) -> bool:
+        """Whether the point indexed now surely stays below every rule of ``limits``."""
         if self._estimate is None:
             return False
         planner = self._planner
@@ -161,15 +166,7 @@ class _Bound:
             grown += fact.tokens + self._placeholder * len(fact.calls)
         self._estimate += grown
         self._position = len(facts)
-        if self._quiet[0] != reserved:
-            cost = reserved
-            self._quiet = (
-                cost,
-                quiet_below(config, self._effective, cost),
-                quiet_below(config, self._effective, cost, cold=False),
-            )
-        _, quiet, quiet_warm = self._quiet
         # Near the trigger, a warm cache still leaves the cold-cache distance to go.
-        return self._estimate < quiet or (
-            self._estimate < quiet_warm and not cache_cold(config, moment)
+        return self._estimate < limits.quiet or (
+            self._estimate < limits.quiet_warm and not cache_cold(config, moment)
         )

@@ -47,6 +47,7 @@ from ._planner import Planner
 from ._retention import resolve_retained
 from ._room import disproved
 from ._session import Pipeline, SessionState
+from ._thresholds import thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,11 @@ async def _walk(
     config, entry = planner.config, state.decisions
     # The orchestrator counts the whole request: tools and overhead included, so the trigger
     # and the target are shares of the budget plus what it held back for them.
-    policy_budget, effective = scope.usable, scope.budget.request_budget
-    trigger, target = config.trigger(effective), config.target(effective)
+    limits = thresholds(
+        config, scope.budget.request_budget, planner.notices_reserve(scope, state.stats)
+    )
+    policy_budget, effective = scope.usable, limits.effective
+    trigger, target = limits.trigger, limits.target
     base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
     meter_stats = planner.usage(scope, scope.system_tokens + body.tokens, base_tokens, state.meter)
     staged = _Staged(scope, entry, meter_stats, base_tokens)

@@ -51,6 +51,7 @@ from ._plan import RequestPlan, Scope, request_plan
 from ._render import RenderResult, ShortForms, open_tail_call, system_part
 from ._room import disproved
 from ._system_prompt import SystemPrompt
+from ._thresholds import Thresholds, thresholds
 from ._timing import Timing, escalation_timing, leaves_room_for_turn, moment_of, turn_start_policy
 from ._tool_definitions import ToolDefinitions
 from ._view_cache import PrefixCache
@@ -252,19 +253,17 @@ class Planner:
         return max(scope.notice_cost, 0 if stats is None else stats.notice_room)
 
     def timing(
-        self, scope: Scope, *, used: int, estimate: int, model: SizeModel, effective: int,
-        reserved: int,
-    ) -> Timing:  # fmt: skip
-        """Whether (and why, and how deep) a request whose trigger figure is ``used`` against
-        the ``effective`` budget, with a view estimated at ``estimate`` (its notices aside:
-        ``reserved`` is held for them), escalates."""
+        self, scope: Scope, limits: Thresholds, *, used: int, estimate: int, model: SizeModel
+    ) -> Timing:
+        """Whether (and why, and how deep) a request whose trigger figure is ``used``, with a
+        view estimated at ``estimate`` (its notices aside), escalates against ``limits``."""
         moment = moment_of(self.index, scope.usable)
         return escalation_timing(
             self.config,
             moment,
+            limits,
             used=used,
-            over_limit=estimate > model.to_estimate(effective) - reserved,
-            effective=effective,
+            over_limit=estimate > limits.limit,
             to_real=lambda growth: model.to_real(growth) - model.to_real(0),
         )
 
@@ -319,14 +318,12 @@ class Planner:
         # 5. escalation: the budget (the notice included) and the target are real figures.
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
-        effective = _real_budget(scope.budget, meter_stats)
-        room = model.to_estimate(effective)
-        reserved = self.notices_reserve(scope, stats)
-        limit = room - reserved
-        timing = self.timing(
-            scope, used=meter_stats.used, estimate=estimate, model=model, effective=effective,
-            reserved=reserved,
+        limits = thresholds(
+            config, _real_budget(scope.budget, meter_stats), self.notices_reserve(scope, stats),
+            model,
         )  # fmt: skip
+        room, reserved, limit = limits.room, limits.reserved, limits.limit
+        timing = self.timing(scope, limits, used=meter_stats.used, estimate=estimate, model=model)
         if hard_fit:
             # Hard fit holds against the estimate as well: the model may be wrong.
             limit = min(limit, scope.budget.effective_budget - reserved)
@@ -353,8 +350,7 @@ class Planner:
             steps = self.ladder(scope, start, usage=usage, target=target, limit=cap, policy=rules)
             for rung in steps:
                 step = rung
-            trigger = model.to_estimate(int(config.trigger(effective)))
-            if step is not None and not leaves_room_for_turn(timing, step.usage, trigger):
+            if step is not None and not leaves_room_for_turn(timing, step.usage):
                 # The turn would escalate inside its loop anyway: this edit would only add one.
                 step, timing = None, replace(timing, reason=None)
         if step is not None:
@@ -389,7 +385,7 @@ class Planner:
             size_model=model,
             covered=meter_stats.view_estimate,
             stuck=over and step is None and meter_stats.source == "actual",
-            real_budget=effective,
+            real_budget=limits.effective,
             crowded=scope.budget.crowded(config.target_usage),
             rebased=step is not None and start is not entry,
         )

@@ -34,7 +34,6 @@ __all__ = [
     "escalation_timing",
     "leaves_room_for_turn",
     "moment_of",
-    "quiet_below",
     "thinking_after",
     "turn_start_policy",
 ]
@@ -50,6 +49,7 @@ from ._decisions import Decisions
 from ._history import HistoryIndex
 from ._messages import thinking_blocks
 from ._protection import LadderPolicy, is_reminder
+from ._thresholds import Thresholds
 
 ESCALATION_REASONS = ("threshold", "over_budget", "turn_start", "cold_cache")
 """Why an escalation happened: the view crossed the trigger, it was over the hard limit, a
@@ -59,8 +59,6 @@ FINISHED_TURNS_READ = 3
 """How many of the latest finished turns predict the next one (the largest of them)."""
 FIRST_TURN_GROWTH_SHARE = 0.15
 """Before any turn has finished, a turn is assumed to bring this share of the usable budget."""
-DEEPEST_TARGET_SHARE = 0.5
-"""A turn-start escalation never aims below this share of the ordinary target."""
 
 
 class Moment:
@@ -187,50 +185,44 @@ class Timing:
     """One of ``ESCALATION_REASONS``, or None: the view goes out as the decisions have it."""
     real_target: int
     moment: Moment
+    thresholds: Thresholds
+    """The figures it was decided against."""
 
 
 def escalation_timing(
     config: ContextConfig,
     moment: Moment,
+    limits: Thresholds,
     *,
     used: int,
     over_limit: bool,
-    effective: int,
     to_real: Callable[[int], int],
 ) -> Timing:
     """Decide whether a request escalates, in real-size units (``used`` against the trigger
-    of the ``effective`` budget); ``to_real`` converts the moment's turn growth (estimate
-    units) into them.
+    of ``limits``); ``to_real`` converts the moment's turn growth (estimate units) into them.
 
     A turn-start escalation aims low enough that a whole number of turns fits between it and
-    the trigger (never above the ordinary target, never below half of it): the next one then
-    lands at a turn start again instead of inside a loop.
+    the trigger (``Thresholds.turn_aim``): the next one then lands at a turn start again
+    instead of inside a loop.
     """
-    trigger = config.trigger(effective)
-    target = config.target(effective)
+    trigger, target = limits.trigger, limits.target
     if used >= trigger:
-        return Timing("threshold", target, moment)
+        return Timing("threshold", target, moment, limits)
     if over_limit:
-        return Timing("over_budget", target, moment)
+        return Timing("over_budget", target, moment, limits)
     growth_real = (
         to_real(moment.turn_growth) if config.escalate_at_turn_start and moment.turn_start else 0
     )
     if growth_real > 0 and used + growth_real > trigger:
-        deepest = math.ceil(DEEPEST_TARGET_SHARE * target)
-        if trigger - growth_real >= deepest:
-            turns = max(1, math.ceil((trigger - target) / growth_real))
-            aim = max(deepest, min(target, int(trigger - turns * growth_real)))
-            return Timing("turn_start", aim, moment)
+        aim = limits.turn_aim(growth_real)
+        if aim is not None:
+            return Timing("turn_start", aim, moment, limits)
         # A turn bigger than the deepest aim leaves room for escalates inside its loop
         # whatever is done now: escalating here as well would only add an edit.
     # The distance first: the timestamps are parsed only for a view near the trigger.
-    if (
-        config.cache_ttl_seconds > 0
-        and used >= _cold_floor(config, effective)
-        and cache_cold(config, moment)
-    ):
-        return Timing("cold_cache", target, moment)
-    return Timing(None, target, moment)
+    if config.cache_ttl_seconds > 0 and used >= limits.cold_floor and cache_cold(config, moment):
+        return Timing("cold_cache", target, moment, limits)
+    return Timing(None, target, moment, limits)
 
 
 def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:
@@ -241,12 +233,14 @@ def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:
     return replace(policy, protected_tool_results=0)
 
 
-def leaves_room_for_turn(timing: Timing, reached: int, trigger: int) -> bool:
-    """Whether an escalation of ``timing`` that brings the view to ``reached`` is worth its
-    edit (estimate units; ``trigger`` too): a turn-start one only when it leaves the turn's
-    expected growth room below the trigger. When it does not, the turn escalates inside its
-    loop whatever is done at its start, and escalating there as well only adds an edit."""
-    return timing.reason != "turn_start" or reached + timing.moment.turn_growth <= trigger
+def leaves_room_for_turn(timing: Timing, reached: int) -> bool:
+    """Whether an escalation of ``timing`` that brings the view to ``reached`` (estimate
+    units) is worth its edit: a turn-start one only when it leaves the turn's expected growth
+    room below the trigger. When it does not, the turn escalates inside its loop whatever is
+    done at its start, and escalating there as well only adds an edit."""
+    if timing.reason != "turn_start":
+        return True
+    return reached + timing.moment.turn_growth <= timing.thresholds.trigger_estimate
 
 
 def cache_cold(config: ContextConfig, moment: Moment) -> bool:
@@ -255,28 +249,3 @@ def cache_cold(config: ContextConfig, moment: Moment) -> bool:
     ttl = config.cache_ttl_seconds
     idle = moment.idle_seconds if ttl > 0 else None
     return idle is not None and idle >= ttl
-
-
-def quiet_below(
-    config: ContextConfig, effective: int, notice_cost: int, *, cold: bool = True
-) -> float:
-    """The view estimate below which ``escalation_timing`` cannot fire at a request that
-    starts no turn (the identity size model: estimate mode): under the trigger, clear of
-    the hard limit and, unless the cache is known not to be ``cold`` (``cache_cold``),
-    farther from the trigger than the cold-cache distance.
-
-    A resume's walk skips its request points on an upper bound of their estimate against
-    this figure, so it must never be higher than the lowest one a rule above fires at.
-    """
-    # Over the hard limit is ``estimate > effective - notice_cost`` under the identity model
-    # (``Planner.timing``); a walk runs in estimate mode only.
-    quiet = min(config.trigger(effective), effective - notice_cost)
-    if cold and config.cache_ttl_seconds > 0:
-        quiet = min(quiet, _cold_floor(config, effective))
-    return quiet
-
-
-def _cold_floor(config: ContextConfig, effective: int) -> float:
-    """The view from which a cold cache escalates: ``cold_cache_distance`` of the usable
-    budget short of the trigger."""
-    return config.trigger(effective) - config.cold_cache_distance * config.usable_budget(effective)

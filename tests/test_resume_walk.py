@@ -2,9 +2,10 @@
 
 A resumed manager re-plans every request point of its stored history (``_catch_up``); to stay
 fast it estimates a point exactly only where some rule could fire. These tests pin the two
-things that shortcut rests on: no rule fires below ``quiet_below`` at a point that starts no
-turn, and the bound covers everything a view can gain between two points (placeholder
-results of interrupted calls included), so a resume still sends the running session's views.
+things that shortcut rests on: no rule fires below the quiet figure (``Thresholds.quiet``)
+at a point that starts no turn, and the bound covers everything a view can gain between two
+points (placeholder results of interrupted calls included), so a resume still sends the
+running session's views.
 """
 
 from __future__ import annotations
@@ -22,13 +23,8 @@ from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple._estimate import estimate_message_tokens
 from amplifier_module_context_simple._history import HistoryIndex
 from amplifier_module_context_simple._render import placeholder
-from amplifier_module_context_simple._size_model import IDENTITY
-from amplifier_module_context_simple._timing import (
-    cache_cold,
-    escalation_timing,
-    moment_of,
-    quiet_below,
-)
+from amplifier_module_context_simple._thresholds import thresholds
+from amplifier_module_context_simple._timing import cache_cold, escalation_timing, moment_of
 
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -86,18 +82,14 @@ def test_no_rule_fires_below_the_quiet_figure_outside_a_turn_start(
         compaction_notice_token_reserve=reserve,
     )
     index = _mid_loop_index(idle)
-    moment = moment_of(index, config.usable_budget(effective))
+    limits = thresholds(config, effective, notice_cost)
+    moment = moment_of(index, limits.usable)
     assert not moment.turn_start
     # Where the cache is warm the walk may go up to the figure without the cold rule.
-    quiet = quiet_below(config, effective, notice_cost, cold=cache_cold(config, moment))
+    quiet = limits.quiet if cache_cold(config, moment) else limits.quiet_warm
     used = math.ceil(quiet) - below
     timing = escalation_timing(
-        config,
-        moment,
-        used=used,
-        over_limit=used > IDENTITY.to_estimate(effective) - notice_cost,
-        effective=effective,
-        to_real=lambda growth: growth,
+        config, moment, limits, used=used, over_limit=used > limits.limit, to_real=lambda g: g
     )
     assert timing.reason is None, (used, quiet, timing.reason)
 
