@@ -6,7 +6,7 @@ The cap itself is ``_ingress``'s; this module says what happens to a message on 
 
 from __future__ import annotations
 
-__all__ = ["Clock", "admit", "admit_all", "utc_timestamp"]
+__all__ = ["Admission", "Clock", "admit", "admit_all", "utc_timestamp"]
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -14,9 +14,39 @@ from typing import Any
 
 from ._ingress import clip_tool_results
 from ._messages import RESULT_BLOCK_ROLES, RESULT_ROLES, ROLES, validate_message
+from ._shape_warnings import ShapeWarnings
 
 Clock = Callable[[], datetime]
 """Where admission reads the time (an aware ``datetime``); tests inject their own."""
+
+
+class Admission:
+    """One manager's way in: the ingress cap, the clock, and the stored shapes a provider
+    would not read as meant, each warned about once (``ShapeWarnings``)."""
+
+    def __init__(self, cap: int, clock: Clock | None) -> None:
+        self.cap = cap
+        self.clock = clock
+        """None: the current UTC time (the cold-cache rule reads the stamps)."""
+        self._shapes = ShapeWarnings()
+
+    def one(
+        self, message: Mapping[str, Any], position: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``message`` as stored at ``position``, and its clip event payloads (``admit``)."""
+        stored, clips = admit(message, position, self.cap, clock=self.clock)
+        self._shapes.check(stored, position)
+        return stored, clips
+
+    def all(self, messages: object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A whole history as stored, and its clip event payloads (``admit_all``)."""
+        if not isinstance(messages, list | tuple):
+            raise TypeError(
+                f"set_messages expects a list of messages, got {type(messages).__name__}"
+            )
+        stored, clips = admit_all(messages, self.cap, clock=self.clock)  # pyright: ignore[reportUnknownArgumentType]
+        self._shapes.check_all(stored)
+        return stored, clips
 
 
 def admit(

@@ -29,6 +29,7 @@ __all__ = [
     "ContextConfig",
     "command_line_option",
     "unknown_keys_text",
+    "warn_about_settings",
 ]
 
 logger = logging.getLogger(__name__)
@@ -339,3 +340,15 @@ class ContextConfig:
     def target(self, effective: int) -> int:
         """The view size compaction aims for: ``target_usage`` of the usable budget."""
         return int(self.target_usage * self.usable_budget(effective))
+
+
+def warn_about_settings(config: ContextConfig) -> None:
+    """Log the settings that are valid but do something a user would not mean."""
+    if config.target_not_below_trigger:
+        logger.warning(
+            "context-simple: target_usage %s is not below compact_threshold %s: a "
+            "compaction aims for a view no smaller than the one that starts it, so it "
+            "reduces next to nothing",
+            config.target_usage,
+            config.compact_threshold,
+        )

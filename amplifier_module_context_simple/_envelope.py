@@ -13,8 +13,10 @@ __all__ = [
     "Counted",
     "FitOutput",
     "Measurement",
+    "decision_figures",
     "fail_closed",
     "fit",
+    "fitted_figures",
     "read_counted",
     "read_envelope",
     "read_fitted",
@@ -183,3 +185,25 @@ def read_fitted(relief: Mapping[str, Any]) -> Measurement:
             f"{reading.input_limit_tokens})"
         )
     return reading
+
+
+def decision_figures(envelope: object) -> tuple[int, int, int, str] | None:
+    """``(count, estimate, limit, source)`` of a counted envelope, as the measured path reads
+    it: ``None`` without a usable ``provider_count`` measurement (or a ``budget_decision`` of
+    ``None``); a malformed envelope raises ``TypeError`` naming what is wrong."""
+    reading = read_envelope(envelope)
+    return None if reading is None else reading.figures()
+
+
+async def fitted_figures(
+    fit_output: FitOutput, view: list[dict[str, Any]], attempt: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], tuple[int, int, int, str], int] | None:
+    """Await ``fit_output(view, attempt)`` and validate its envelope as the measured path
+    does: ``(envelope, (count, estimate, limit, source), count_calls)``, ``None`` when the
+    orchestrator has no smaller output; ``TypeError`` for a malformed envelope and
+    ``ContextLengthError`` for one still over the limit."""
+    fitted = await fit(fit_output, view, attempt)
+    if fitted is None:
+        return None
+    envelope, reading, calls = fitted
+    return envelope, reading.figures(), calls

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Exports the event names and the one routine that emits them.
@@ -21,6 +21,7 @@ __all__ = [
     "PRE_COMPACT",
     "READING_REJECTED",
     "safe_emit",
+    "safe_emit_each",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,3 +61,11 @@ async def safe_emit(hooks: object | None, event: str, payload: Mapping[str, Any]
         logger.warning("context-simple: emitting %s failed", event, exc_info=True)
         return False
     return True
+
+
+async def safe_emit_each(
+    hooks: object | None, event: str, payloads: Iterable[Mapping[str, Any]]
+) -> None:
+    """``safe_emit`` each payload in turn."""
+    for payload in payloads:
+        await safe_emit(hooks, event, payload)

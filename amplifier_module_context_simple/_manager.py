@@ -8,24 +8,22 @@ __all__ = ["SimpleContextManager"]
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self
+from typing import Any
 
 from . import _events as events
 from . import _measured, _retention
-from ._admission import Clock, admit, admit_all
+from ._admission import Admission, Clock
 from ._budget_now import budget_now
-from ._config import ContextConfig, unknown_keys_text
+from ._config import ContextConfig, unknown_keys_text, warn_about_settings
 from ._decisions import Decisions
-from ._envelope import FitOutput, fit, read_envelope
+from ._envelope import FitOutput, decision_figures, fitted_figures
 from ._estimate import estimate_message_tokens
 from ._history import HistoryIndex
 from ._meter import TokenMeter
 from ._planner import Planner
 from ._session import Pipeline, SessionState
-from ._shape_warnings import ShapeWarnings
 from ._system_prompt import SystemPromptFactory
 from ._thinking_loss import ThinkingLoss
-from ._turns import after_rewrite
 from .request_view import request_view
 
 logger = logging.getLogger(__name__)
@@ -34,97 +32,32 @@ logger = logging.getLogger(__name__)
 class SimpleContextManager:
     """Holds a session's messages and hands out views that fit the model's window.
 
-    The constructor takes every configuration key as a keyword (the fields of
-    ``ContextConfig``, same names and defaults; a test keeps the two in step) and keeps each
-    value readable as an attribute of the same name. The configuration is frozen: the
-    attributes report it, they do not change it.
-
-    Compatibility surface for subclasses (``amplifier-module-context-persistent``): a mutable
-    ``self.messages`` list that every request reads (it may be reassigned, and may hold dicts
-    that never passed through ``add_message``), ``self._estimate_tokens(messages)``, the
-    config attributes, ``get_messages_for_request(token_budget, provider)`` called
-    positionally, ``get_messages()`` / ``clear()`` via ``super()``, and
-    ``_last_token_meter_stats``. For example::
-
-        class FileBackedContext(SimpleContextManager):
-            path = "transcript.jsonl"
-
-            async def get_messages_for_request(self, token_budget=None, provider=None):
-                self.messages = load_jsonl(self.path)  # fresh dicts, same order
-                return await super().get_messages_for_request(token_budget, provider)
-
-    ``amplifier-module-context-managed`` subclasses it too. Besides the above it overrides
-    ``get_messages_for_request_retaining`` and ``get_measured_request_view``, and reads thin
-    names over what the request paths do (none is a second implementation):
-    ``_calculate_budget(token_budget, provider)`` (sync: the whole-request budget),
-    ``_strip_internal_metadata(rows)`` (``request_view(rows, strip_sequence=True)``, the same
-    public-history projection every view applies), ``_measured_budget_decision(envelope)``,
-    ``await _fit_measured_output(fit_output, view, attempt)`` (the measured path's envelope
-    validators) and ``_system_prompt_factory`` (the factory ``set_system_prompt_factory``
-    registered). The module ``amplifier_module_context_simple.request_view`` holds
-    ``request_view``.
+    The constructor takes the configuration keys as keywords (the fields of ``ContextConfig``,
+    whose defaults and checks they get) and keeps each value readable as an attribute of the
+    same name. The configuration is frozen: the
+    attributes report it, they do not change it. What subclasses may rely on (a reassignable
+    ``self.messages``, the names ``context-persistent`` and ``context-managed`` read or
+    override) is listed in docs/api.md, "Subclass surface": each such name here is a thin
+    name over what the request paths do, never a second implementation.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        # A misspelt keyword is a programming error: it raises, as Python would, but names the
-        # key it was meant to be (the mount config logs the same words and goes on).
-        if cls.__init__ is SimpleContextManager.__init__:
-            unknown = [k for k in kwargs if k not in _KEYS and k not in _OTHER_KEYWORDS]
-            if unknown:
-                raise TypeError(f"SimpleContextManager(): {unknown_keys_text(unknown)}")
-        return super().__new__(cls)
-
-    def __init__(
-        self,
-        *,
-        max_tokens: int | None = None,
-        max_tokens_fallback: int = 200_000,
-        compact_threshold: float = 0.92,
-        target_usage: float = 0.50,
-        protected_recent: float = 0.30,
-        protected_tool_results: int = 5,
-        truncate_chars: int = 250,
-        compaction_notice_enabled: bool = True,
-        compaction_notice_token_reserve: int = 800,
-        compaction_notice_verbosity: str = "normal",
-        compaction_notice_min_level: int = 1,
-        compaction_notice_placement: str = "in_place",
-        compaction_map_share: float = 0.05,
-        output_reserve_fraction: float = 1.0,
-        token_meter: str = "estimate",
-        max_tool_result_bytes: int = 131_072,
-        token_family: str | None = None,
-        escalate_at_turn_start: bool = True,
-        cache_ttl_seconds: float = 300.0,
-        cold_cache_distance: float = 0.15,
-        hooks: Any = None,
-        clock: Clock | None = None,
-    ) -> None:
-        # Every parameter but ``hooks`` is a ContextConfig field (tests/test_planner.py checks).
-        config = ContextConfig.from_mapping({k: v for k, v in locals().items() if k in _KEYS})
+    def __init__(self, *, hooks: Any = None, clock: Clock | None = None, **settings: Any) -> None:
+        # ``clock``: admission's (the cold-cache rule reads its stamps). A misspelt key is a
+        # programming error: it raises, naming the key meant (a mount config logs it).
+        if unknown := [k for k in settings if k not in _KEYS]:
+            raise TypeError(f"SimpleContextManager(): {unknown_keys_text(unknown)}")
+        config = ContextConfig.from_mapping(settings)
         self.config = config
-        if config.target_not_below_trigger:
-            logger.warning(
-                "context-simple: target_usage %s is not below compact_threshold %s: a "
-                "compaction aims for a view no smaller than the one that starts it, so it "
-                "reduces next to nothing",
-                config.target_usage,
-                config.compact_threshold,
-            )
+        warn_about_settings(config)
         self.hooks = hooks
-        self._clock = clock
-        """Admission's clock (None: the current UTC time): the timestamps the history records,
-        which the cold-cache rule reads."""
         self.messages: list[dict[str, Any]] = []
-        self._index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
-        self._index.on_rewrite = self._history_rewritten
+        self._admission = Admission(config.max_tool_result_bytes, clock)
+        index = HistoryIndex(estimate_message_tokens, json_cap=config.max_tool_result_bytes)
         self._state = SessionState()
-        self._planner = Planner(config, self._index)
+        self._planner = Planner(config, index)
         self._pipeline = Pipeline(self, self._planner, self._state)
-        self._shapes = ShapeWarnings()
-        self.thinking_loss = ThinkingLoss()
-        """What the provider reported of the thinking blocks prefix edits cost (``mount``
-        registers its handler for the provider's events)."""
+        index.on_rewrite = self._pipeline.rewritten
+        self.thinking_loss = ThinkingLoss()  # the provider's thinking events (``mount``)
 
     def __getattr__(self, name: str) -> Any:
         """The configuration keys, read from the one frozen record (``manager.max_tokens``)."""
@@ -137,18 +70,10 @@ class SimpleContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Admit one message; a structurally broken one is refused before anything is stored."""
-        stored, clips = admit(
-            message, len(self.messages), self.config.max_tool_result_bytes, clock=self._clock
-        )
-        state = self._state
-        if state.walked == len(self.messages):
-            # Appended to a history this manager has followed from its start: it plans (or
-            # chose not to plan) its own request points, none of them is walked again.
-            state.walked += 1
-        self._shapes.check(stored, len(self.messages))
+        stored, clips = self._admission.one(message, len(self.messages))
+        self._state.admitted(len(self.messages))
         self.messages.append(stored)
-        for clip in clips:
-            await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
+        await events.safe_emit_each(self.hooks, events.INGRESS_TRUNCATED, clips)
 
     async def get_messages(self) -> list[dict[str, Any]]:
         """The whole canonical history, as a new list."""
@@ -156,38 +81,15 @@ class SimpleContextManager:
 
     async def set_messages(self, messages: list[dict[str, Any]]) -> None:
         """Replace the history (session resume). All-or-nothing: one bad message refuses all."""
-        if not isinstance(messages, list | tuple):
-            raise TypeError(
-                f"set_messages expects a list of messages, got {type(messages).__name__}"
-            )
-        stored, clips = admit_all(messages, self.config.max_tool_result_bytes, clock=self._clock)
-        self._shapes.check_all(stored)
-        self._reset_derived()
+        stored, clips = self._admission.all(messages)
+        self._pipeline.reset()
         self.messages = stored
-        for clip in clips:
-            await events.safe_emit(self.hooks, events.INGRESS_TRUNCATED, clip)
+        await events.safe_emit_each(self.hooks, events.INGRESS_TRUNCATED, clips)
 
     async def clear(self) -> None:
         """Empty the history and forget everything derived from it."""
         self.messages = []
-        self._reset_derived()
-
-    def _history_rewritten(self, position: int) -> None:
-        """``self.messages`` was reassigned with a history that differs from ``position`` on.
-
-        Runs inside the request's synchronous scope step, before its plan reads the decisions.
-        """
-        state = self._state
-        state.decisions = after_rewrite(
-            self._index, state.decisions, position, self.config.truncate_chars
-        )
-        if state.stats is not None:
-            state.stats = state.stats.rewritten()
-
-    def _reset_derived(self) -> None:
-        self._index.reset()
-        self._state.reset()
-        self._planner.reset()
+        self._pipeline.reset()
 
     # ------------------------------------------------------------------ requests
 
@@ -196,13 +98,10 @@ class SimpleContextManager:
         self._planner.system_prompt.factory = factory
 
     def set_tool_definitions(self, tools: Iterable[Any] | Callable[[], Any] | None) -> None:
-        """Tell the budget which tool definitions every request will carry.
-
-        ``tools`` is a list (tool objects with ``name``, ``description`` and ``input_schema``,
-        or definitions as a provider receives them), a callable returning the current tools
-        (``mount`` passes the coordinator's mounted tools this way), or ``None`` for none.
-        Their estimate is held back from the budget and recomputed only when the set changes.
-        """
+        """Tell the budget which tool definitions every request will carry: a list (tool
+        objects or definitions as a provider receives them), a callable returning the current
+        tools (``mount`` passes the mounted ones), or ``None``. Their estimate is held back
+        from the budget and recomputed only when the set changes."""
         self._planner.tools.use(tools)
 
     async def get_messages_for_request(
@@ -214,11 +113,9 @@ class SimpleContextManager:
     ) -> list[dict[str, Any]]:
         """The provider-facing view for the next request (a new list, history unchanged).
 
-        ``max_output_tokens`` is the output the request will ask for, when the orchestrator
-        sets one; otherwise the budget holds back what the provider publishes it sends.
-        Protection wins over the target here: when protected content alone is too large the
-        view is returned anyway, with a warning. Orchestrators that want a hard ceiling use
-        ``get_messages_for_request_retaining(..., hard_fit=True)``, which fails closed.
+        ``max_output_tokens``: the output the request will ask for, when the orchestrator sets
+        one. When protected content alone is too large the view is returned anyway, with a
+        warning; ``get_messages_for_request_retaining(..., hard_fit=True)`` fails closed.
         """
         pipeline = self._pipeline
         scope = await pipeline.scope(token_budget, provider, requested_output=max_output_tokens)
@@ -235,13 +132,9 @@ class SimpleContextManager:
         hard_fit: bool = False,
         max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]]:
-        """A view that keeps the named reminder envelopes whole (``context.request_retention``).
-
-        ``hard_fit`` targets the budget itself instead of ``target_usage``. Raises
-        ``ValueError`` for a body that was never admitted and ``ContextLengthError`` when the
-        required set cannot fit (the tool definitions and output included); either way
-        nothing changes.
-        """
+        """A view that keeps the named reminder envelopes whole (``context.request_retention``);
+        ``hard_fit`` targets the budget itself and raises ``ContextLengthError`` when the
+        required set cannot fit (``ValueError`` for a body never admitted; nothing changes)."""
         return await _retention.get_messages_for_request_retaining(
             self._pipeline,
             retain_contents=retain_contents,
@@ -274,7 +167,7 @@ class SimpleContextManager:
 
     def _estimate_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Estimated tokens of ``messages`` (kept for subclasses that call it)."""
-        return sum(self._index.estimate(m) for m in messages)
+        return sum(self._planner.index.estimate(m) for m in messages)
 
     @property
     def decisions(self) -> Decisions:
@@ -308,17 +201,8 @@ class SimpleContextManager:
     # -------------------------------------------- subclass surface (context-managed)
 
     def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
-        """The whole-request budget for ``provider``, synchronously.
-
-        An explicit ``token_budget`` wins over the provider; otherwise the window the provider
-        publishes (``get_model_info()``, then ``get_info().defaults``) less the output it
-        asks for and the safety margin, or ``max_tokens_fallback`` without one (no provider,
-        no model info). ``max_tokens`` caps it on every path. This is the figure a request
-        derives as ``request_budget`` (``_budget.derive_budget``, run without an event loop by
-        ``_budget_now``); it differs on purpose from the spec's
-        ``context_window - 0.5 * max_output_tokens - 4096``, which held back neither the output
-        a provider really asks for nor what the request carries besides the messages.
-        """
+        """The whole-request budget for ``provider``, synchronously: the ``request_budget`` a
+        request derives (``_budget.derive_budget``, run without an event loop)."""
         return budget_now(self.config, token_budget, provider).request_budget
 
     def _strip_internal_metadata(self, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -326,24 +210,14 @@ class SimpleContextManager:
         return request_view(rows, strip_sequence=True)
 
     def _measured_budget_decision(self, envelope: object) -> tuple[int, int, int, str] | None:
-        """``(count, estimate, limit, source)`` of a counted envelope, as the measured path reads
-        it: ``None`` without a usable ``provider_count`` measurement (or a ``budget_decision`` of
-        ``None``); a malformed envelope raises ``TypeError`` naming what is wrong."""
-        reading = read_envelope(envelope)
-        return None if reading is None else reading.figures()
+        """``(count, estimate, limit, source)`` of a counted envelope (``decision_figures``)."""
+        return decision_figures(envelope)
 
     async def _fit_measured_output(
         self, fit_output: FitOutput, view: list[dict[str, Any]], attempt: Mapping[str, Any]
     ) -> tuple[Mapping[str, Any], tuple[int, int, int, str], int] | None:
-        """Await ``fit_output(view, attempt)`` and validate its envelope as the measured path
-        does: ``(envelope, (count, estimate, limit, source), count_calls)``, ``None`` when the
-        orchestrator has no smaller output; ``TypeError`` for a malformed envelope and
-        ``ContextLengthError`` for one still over the limit."""
-        fitted = await fit(fit_output, view, attempt)
-        if fitted is None:
-            return None
-        envelope, reading, calls = fitted
-        return envelope, reading.figures(), calls
+        """``fit_output(view, attempt)``'s envelope, validated (``fitted_figures``)."""
+        return await fitted_figures(fit_output, view, attempt)
 
     @property
     def _system_prompt_factory(self) -> SystemPromptFactory | None:
@@ -368,14 +242,8 @@ class SimpleContextManager:
 
     @property
     def view_repairs(self) -> tuple[str, ...]:
-        """What the latest view repaired or projected, one ``"kind: detail"`` string each.
-
-        Kinds come from ``REPAIR_KINDS``: pairing repairs (placeholders added, orphan or stray
-        results left out) and projections onto the host's model (images, calls, ids...).
-        """
+        """What the latest view repaired or projected (``REPAIR_KINDS``), ``"kind: detail"``."""
         return self._state.diagnostics.repairs
 
 
 _KEYS = frozenset(ContextConfig.__dataclass_fields__)
-_OTHER_KEYWORDS = frozenset({"hooks", "clock"})
-"""The constructor's keywords that are no config key."""

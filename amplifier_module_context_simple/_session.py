@@ -30,6 +30,7 @@ from ._meter import TokenMeter
 from ._plan import RequestPlan, Scope
 from ._planner import Planner
 from ._room import made_under
+from ._turns import after_rewrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,13 @@ class SessionState:
         """The history position up to which every request point has been planned: what the
         running session planned itself, or a walk re-derived (``_catch_up``)."""
         self.diagnostics = Diagnostics()
+
+    def admitted(self, position: int) -> None:
+        """A message was appended at ``position`` through ``add_message``: to a history this
+        session followed from its start, it plans (or chose not to plan) its own request
+        points, and none of them is walked again."""
+        if self.walked == position:
+            self.walked += 1
 
     def reset(self) -> None:
         """A new history (``set_messages``/``clear``): forget everything derived from the old."""
@@ -206,6 +214,22 @@ class Pipeline:
 
     async def deliver(self, plan: RequestPlan) -> bool:
         return await deliver(self.state, self.host.hooks, plan)
+
+    def reset(self) -> None:
+        """A new history: forget everything derived from the old one."""
+        self.planner.index.reset()
+        self.state.reset()
+        self.planner.reset()
+
+    def rewritten(self, position: int) -> None:
+        """The host's history was reassigned with one that differs from ``position`` on
+        (inside a request's synchronous scope step, before its plan reads the decisions)."""
+        state = self.state
+        state.decisions = after_rewrite(
+            self.planner.index, state.decisions, position, self.planner.config.truncate_chars
+        )
+        if state.stats is not None:
+            state.stats = state.stats.rewritten()
 
 
 class DeliveryGuard(Protocol):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import fields
 from typing import Any
@@ -102,15 +101,15 @@ async def test_deliver_commits_then_emits_in_order() -> None:
 
 
 def test_the_constructor_keywords_are_the_config_fields() -> None:
-    parameters = inspect.signature(SimpleContextManager.__init__).parameters
-    keywords = {
-        name: p.default for name, p in parameters.items() if name not in ("self", "hooks", "clock")
-    }
-    assert keywords == {f.name: f.default for f in fields(ContextConfig)}
-    # Every key reads back as an attribute of the same name, from the one config record.
+    # Every key reads back as an attribute of the same name, from the one config record,
+    # with the config's own default where none is given.
+    keywords = {f.name: f.default for f in fields(ContextConfig)}
+    assert SimpleContextManager(**keywords).config == ContextConfig()
     manager = SimpleContextManager(max_tokens=12_345, token_family="claude3")
     for name in keywords:
         assert getattr(manager, name) == getattr(manager.config, name), name
+    with pytest.raises(TypeError, match="compact_threshold"):
+        SimpleContextManager(compact_treshold=0.5)  # named, with the key it was meant to be
     assert (manager.max_tokens, manager.token_family) == (12_345, "claude3")
     with pytest.raises(AttributeError, match="no attribute 'compact_treshold'"):
         _ = manager.compact_treshold  # a typo is an error, not a silent None
