@@ -11,7 +11,7 @@ so a session's budget changes a handful of times, not on every reading.
 
 from __future__ import annotations
 
-__all__ = ["OVERHEAD_DROP_SHARE", "OVERHEAD_STEP", "READING_NOISE", "LearnedOverhead", "stepped"]
+__all__ = ["OVERHEAD_DROP_SHARE", "OVERHEAD_STEP", "LearnedOverhead", "stepped"]
 
 from dataclasses import dataclass
 
@@ -19,22 +19,19 @@ from dataclasses import dataclass
 #: excess falls by more than two steps and ``OVERHEAD_DROP_SHARE`` of it.
 OVERHEAD_STEP = 256
 OVERHEAD_DROP_SHARE = 0.10
-READING_NOISE = 8
-"""An excess this close above what is held is the fitted bias's noise, not more overhead
-(the safety margin covers it): it raises nothing."""
 
 
 def stepped(held: int, excess: int) -> int:
     """The overhead to hold back after a reading showed ``excess`` over what was accounted.
 
-    Raised at once to ``excess`` rounded up to ``OVERHEAD_STEP`` (``READING_NOISE`` past a
-    step's edge is that step); lowered only when the excess falls clearly below what is held.
-    Never negative. A constant overhead read through a noisy estimate hovers at a step's
-    edge: the noise must not raise it a step, nor a step taken come down on the next reading
-    (a step of room between the two rules).
+    Raised at once to ``excess`` rounded up to ``OVERHEAD_STEP`` (never less than a reading
+    showed); lowered only when the excess falls clearly below what is held. Never negative.
+    A constant overhead read through a noisy estimate hovers at a step's edge and now and
+    then rounds up to the next step: that step must not come down on the next reading (a
+    step of room between the two rules), or every reading would move the budget.
     """
     excess = max(0, excess)
-    up = -(-max(0, excess - READING_NOISE) // OVERHEAD_STEP) * OVERHEAD_STEP
+    up = -(-excess // OVERHEAD_STEP) * OVERHEAD_STEP
     if up > held or held - excess > max(2 * OVERHEAD_STEP, OVERHEAD_DROP_SHARE * held):
         return up
     return held

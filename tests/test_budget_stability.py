@@ -11,12 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
-from amplifier_module_context_simple._learned_overhead import READING_NOISE, stepped
+from amplifier_module_context_simple._learned_overhead import stepped
 from amplifier_module_context_simple._meter import OVERHEAD_STEP
 
 from .test_request_budget import DefaultsOnly, answer, estimate, mounted
 
 REQUESTS = 150
+FIT_NOISE = 8
+"""Tokens the fitted bias may be off by: an overhead at a step's edge may round up a step."""
 
 
 async def _session(
@@ -53,8 +55,8 @@ async def test_the_issues_provider_gets_a_budget_that_holds_through_the_compacti
 async def test_a_constant_overhead_is_learned_once_whatever_the_bias(k: float, c: int) -> None:
     _, budgets = await _session(k, c, requests=90)
     assert len(budgets) <= 3, [b["learned_overhead_tokens"] for b in budgets]
-    # Within the estimate's noise of the overhead, and never a step above it.
-    assert c - READING_NOISE <= budgets[-1]["learned_overhead_tokens"] <= c + OVERHEAD_STEP
+    # Never below the overhead, and at most a step above it and the fitted bias's noise.
+    assert c <= budgets[-1]["learned_overhead_tokens"] <= c + OVERHEAD_STEP + FIT_NOISE
 
 
 @given(
@@ -63,9 +65,11 @@ async def test_a_constant_overhead_is_learned_once_whatever_the_bias(k: float, c
 )
 def test_an_overhead_at_a_steps_edge_is_held_still(edge: int, noise: list[int]) -> None:
     # A constant overhead right at a step's edge, read through a few tokens of noise: the
-    # held figure settles at once and never moves again (each move is a budget event).
+    # held figure is never below a reading, rises at most once and never comes down (each
+    # move is a budget event).
     held = [0]
     for error in noise:
         held.append(stepped(held[-1], edge + error))
-    assert len(set(held[1:])) == 1, held
-    assert edge - READING_NOISE <= held[-1] <= edge + OVERHEAD_STEP
+        assert held[-1] >= edge + error
+    assert held[1:] == sorted(held[1:]) and len(set(held[1:])) <= 2, held
+    assert held[-1] <= edge + OVERHEAD_STEP
