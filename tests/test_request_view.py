@@ -102,7 +102,7 @@ def test_only_a_json_true_makes_a_row_display_only(flag: object) -> None:
 
 
 def test_a_row_that_is_not_a_mapping_is_refused_by_position() -> None:
-    with pytest.raises(TypeError, match="message #1"):
+    with pytest.raises(TypeError, match=r"message #1 \(list\) is not a mapping"):
         request_view([{"role": "user", "content": "x"}, ["role", "user"]])  # type: ignore[list-item]
 
 
