@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 import amplifier_module_context_simple as package
 from amplifier_module_context_simple import SimpleContextManager, check_view, mount
+from amplifier_module_context_simple._budget import PROVIDER_WARNINGS
 from amplifier_module_context_simple.request_view import request_view
 
 REFERENCE_ONLY = "amplifier_public_reference_only"
@@ -489,6 +490,38 @@ async def test_calculate_budget_with_a_provider_that_really_waits_falls_back_onc
     # The request path awaits it and gets the window.
     await manager.add_message({"role": "user", "content": "hi"})
     await manager.get_messages_for_request(None, Waiting())
+
+
+def test_the_synchronous_fallback_warns_once_per_provider_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Pending:
+        """What an event loop would have to complete (``asyncio.sleep`` needs a running loop
+        before it yields, so it fails outright here)."""
+
+        def __await__(self) -> Generator[object, None, dict[str, int]]:
+            yield self
+            return {"context_window": WINDOW, "max_output_tokens": OUTPUT}
+
+    class SlowWindow:
+        async def get_model_info(self) -> dict[str, int]:
+            return await Pending()
+
+    class LateWindow(SlowWindow):
+        pass
+
+    PROVIDER_WARNINGS.clear()  # process-wide: an earlier test may have warned already
+    manager = SimpleContextManager(max_tokens_fallback=60_000)
+    with caplog.at_level(logging.WARNING):
+        for provider in (SlowWindow(), SlowWindow(), LateWindow()):
+            assert manager._calculate_budget(None, provider) == 60_000
+    said = [r.getMessage() for r in caplog.records if "asynchronously" in r.getMessage()]
+    # Once per provider, each named, with the setting the budget fell back on.
+    assert said == [
+        f"Provider {name} publishes its window only asynchronously; "
+        "the synchronous budget uses max_tokens_fallback"
+        for name in ("SlowWindow", "LateWindow")
+    ]
 
 
 async def test_system_prompt_factory_reads_what_was_registered() -> None:

@@ -21,6 +21,7 @@ from amplifier_module_context_simple import (
 )
 from amplifier_module_context_simple._decisions import Decisions
 from amplifier_module_context_simple._history import HistoryIndex
+from amplifier_module_context_simple._ladder import LadderPolicy, plan_escalation
 from amplifier_module_context_simple._project import project
 from amplifier_module_context_simple._turns import mend_turns
 from amplifier_module_context_simple._working import WorkingPlan
@@ -222,3 +223,17 @@ def test_a_restored_message_is_removable_once_its_round_is_gone(round_shown: boo
     # While the round is shown, removing A would only undo the mending; once it is gone too,
     # A is history like any other.
     assert (3 in plan.removed) is not round_shown
+
+
+def test_an_escalation_whose_only_change_is_a_restore_keeps_it() -> None:
+    # H0, c1, T1, [A left out by earlier decisions], H1: H1 sits in c1's closed round. Every
+    # message is protected (the recent window covers them all, nothing is long enough to
+    # shorten), so no rung removes anything: mending's restore of A is the escalation's only
+    # change, and it must still come out as a step or the view keeps H1 inside the round.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = plan_for(messages, {3})
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=5, truncate_chars=250)
+    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    assert steps, "the restore was dropped: the view still shows H1 right after T1"
+    shown = [p for p in range(len(messages)) if p not in steps[-1].decisions.removed]
+    assert shown == [0, 1, 2, 3, 4]

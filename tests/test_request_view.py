@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -102,8 +103,15 @@ def test_only_a_json_true_makes_a_row_display_only(flag: object) -> None:
 
 
 def test_a_row_that_is_not_a_mapping_is_refused_by_position() -> None:
-    with pytest.raises(TypeError, match="message #1"):
+    with pytest.raises(TypeError, match=r"message #1 \(list\) is not a mapping"):
         request_view([{"role": "user", "content": "x"}, ["role", "user"]])  # type: ignore[list-item]
+
+
+def test_a_read_only_mapping_row_comes_back_as_a_dict() -> None:
+    # Nothing to drop: the projection passes the row through, and the view still holds dicts.
+    row = MappingProxyType({"role": "user", "content": "x"})
+    [sent] = request_view([row])
+    assert type(sent) is dict and sent == {"role": "user", "content": "x"}
 
 
 METADATA_VALUES = st.one_of(
