@@ -7,12 +7,12 @@ complete. See the README for configuration and behaviour.
 
 from __future__ import annotations
 
-from ._config import ContextConfig
-from ._estimate import estimate_message_tokens
-from ._invariants import check_view
 from ._manager import SimpleContextManager
 from ._mount import mount
-from ._project import REPAIR_KINDS
+from .checks._invariants import check_view
+from .history._project import REPAIR_KINDS
+from .planning._config import ContextConfig
+from .sizing._estimate import estimate_message_tokens
 
 __amplifier_module_type__ = "context"
 

@@ -10,21 +10,21 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import _events as events
-from . import _measured, _retention
-from ._admission import Admission, Clock
-from ._budget_now import budget_now
-from ._config import ContextConfig, unknown_keys_text, warn_about_settings
-from ._decisions import Decisions
-from ._envelope import FitOutput, decision_figures, fitted_figures
-from ._estimate import estimate_message_tokens
-from ._history import HistoryIndex
-from ._meter import TokenMeter
-from ._planner import Planner
-from ._session import Pipeline, SessionState
-from ._system_prompt import SystemPromptFactory
-from ._thinking_loss import ThinkingLoss
+from .history._admission import Admission, Clock
+from .history._history import HistoryIndex
+from .planning._config import ContextConfig, unknown_keys_text, warn_about_settings
+from .planning._planner import Planner
+from .planning._system_prompt import SystemPromptFactory
+from .readings._meter import TokenMeter
+from .readings._thinking_loss import ThinkingLoss
 from .request_view import request_view
+from .session import _measured, _retention
+from .session._budget_now import budget_now
+from .session._session import Pipeline, SessionState
+from .sizing._envelope import FitOutput, decision_figures, fitted_figures
+from .sizing._estimate import estimate_message_tokens
+from .views._decisions import Decisions
+from .vocabulary import _events as events
 
 logger = logging.getLogger(__name__)
 

@@ -22,11 +22,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from ._config import ContextConfig
-from ._events import EVENTS
 from ._manager import SimpleContextManager
-from ._meter import METER_EVENT, METER_HOOK_NAME, METER_HOOK_PRIORITY
-from ._thinking_loss import THINKING_BINDING_RETRY, THINKING_BLOCKS_DROPPED, THINKING_HOOK_NAME
+from .planning._config import ContextConfig
+from .readings._meter import METER_EVENT, METER_HOOK_NAME, METER_HOOK_PRIORITY
+from .readings._thinking_loss import (
+    THINKING_BINDING_RETRY,
+    THINKING_BLOCKS_DROPPED,
+    THINKING_HOOK_NAME,
+)
+from .vocabulary._events import EVENTS
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ __all__ = ["request_view"]
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._messages import describe
-from ._public import execution_form, is_reference_only
+from .vocabulary._messages import describe
+from .vocabulary._public import execution_form, is_reference_only
 
 
 def request_view(

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
-from tests import test_compaction, test_fit_pass, test_left_out_map, test_provider_views
+from tests import test_provider_views
+from tests.views import test_compaction, test_fit_pass, test_left_out_map
 
 Msg = dict[str, Any]
 BUDGETS = (2_000, 6_000, 16_000)

@@ -11,7 +11,7 @@ out of both views, is broken by the notice alone: the notice moved.
         ../shared/sessions/coding-session-thinking.jsonl
 
 Prints one row per transcript and budget, and a total; exit 1 when the notice moved anywhere.
-The tests (``tests/test_notice_still.py``) run the same count.
+The tests (``tests/views/test_notice_still.py``) run the same count.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from amplifier_core.message_models import Message
 
 from amplifier_module_context_simple import SimpleContextManager
 
-from .test_request_budget import DefaultsOnly, Tool, answer, mounted
+from .sizing.test_request_budget import DefaultsOnly, Tool, answer, mounted
 
 API = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
 FLAT = " ".join(API.split())

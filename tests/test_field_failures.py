@@ -29,7 +29,7 @@ from amplifier_module_context_simple import (
     check_view,
     estimate_message_tokens,
 )
-from amplifier_module_context_simple._messages import is_human_prompt
+from amplifier_module_context_simple.vocabulary._messages import is_human_prompt
 
 from .conftest import CORPUS_DIR, Recorder
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 
-from .test_request_budget import mounted
+from .sizing.test_request_budget import mounted
 
 KEYS = [f.name for f in fields(ContextConfig)]
 

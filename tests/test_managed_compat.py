@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 import amplifier_module_context_simple as package
 from amplifier_module_context_simple import SimpleContextManager, check_view, mount
-from amplifier_module_context_simple._budget import PROVIDER_WARNINGS
 from amplifier_module_context_simple.request_view import request_view
+from amplifier_module_context_simple.sizing._budget import PROVIDER_WARNINGS
 
 REFERENCE_ONLY = "amplifier_public_reference_only"
 PUBLIC_KEYS = ("amplifier_public_message", "amplifier_public_copy_source", REFERENCE_ONLY)

@@ -24,7 +24,7 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
     mount,
 )
-from amplifier_module_context_simple._render import NOTICE_SOURCE
+from amplifier_module_context_simple.views._render import NOTICE_SOURCE
 
 from .conftest import Recorder
 
@@ -345,7 +345,7 @@ async def test_measured_without_measurement_falls_back_to_the_estimate() -> None
         {"dispatch": 1, "budget_decision": []},
         {"dispatch": 1, "budget_decision": {"estimated_input_tokens": 1}},
         # A measurement that is not a mapping is an unusable one, not an error (issue 21 §5:
-        # tests/test_hostile_sessions.py::test_a_measurement_that_is_not_a_mapping_is_unavailable).
+        # tests/views/test_hostile_sessions.py, a measurement that is not a mapping).
     ],
 )
 async def test_malformed_envelopes_are_type_errors(envelope: Any) -> None:

@@ -27,7 +27,7 @@ from amplifier_module_context_simple import (
     check_view,
     estimate_message_tokens,
 )
-from amplifier_module_context_simple._invariants import ViewChecker, sent_forms
+from amplifier_module_context_simple.checks._invariants import ViewChecker, sent_forms
 from amplifier_module_context_simple.request_view import request_view
 
 from .test_provider_views import Session, sessions

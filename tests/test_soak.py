@@ -27,7 +27,7 @@ from amplifier_core.llm_errors import ContextLengthError
 from amplifier_core.message_models import Message
 
 from amplifier_module_context_simple import SimpleContextManager, check_view
-from amplifier_module_context_simple._messages import is_human_prompt
+from amplifier_module_context_simple.vocabulary._messages import is_human_prompt
 
 from .conftest import Recorder
 

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from amplifier_module_context_simple._render import NOTICE_SOURCE
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.findings.evidence import (
     EvidenceRecord,
@@ -20,6 +19,7 @@ from amplifier_module_context_simple.replay.findings.evidence import (
     forms,
     salient_strings,
 )
+from amplifier_module_context_simple.views._render import NOTICE_SOURCE
 
 from .cli_runs import run_json
 from .test_rework import compacted_log

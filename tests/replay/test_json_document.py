@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import REPAIR_KINDS, ContextConfig
-from amplifier_module_context_simple._render import text_of
 from amplifier_module_context_simple.replay.command.inputs import SharedOptions, prepare
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.engine.report import SCHEMA_VERSION
@@ -31,6 +30,7 @@ from amplifier_module_context_simple.replay.engine.session_settings import add_b
 from amplifier_module_context_simple.replay.engine.sweep import SWEPT_KEYS
 from amplifier_module_context_simple.replay.findings.evidence import forms, salient_strings
 from amplifier_module_context_simple.replay.provider.cache_rules import CAUSES
+from amplifier_module_context_simple.views._render import text_of
 
 from . import json_doc
 from .cli_runs import run, run_json

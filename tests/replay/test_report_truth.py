@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple._estimate import FAMILIES
-from amplifier_module_context_simple._messages import ORIGINAL_TOKENS_KEY, TRUNCATED_KEY
-from amplifier_module_context_simple._notice import NoticeFigures, notice_message
-from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.engine.given_overhead import stand_in_definitions
+from amplifier_module_context_simple.sizing._estimate import FAMILIES
+from amplifier_module_context_simple.sizing._tool_definitions import estimate_tool_definitions
+from amplifier_module_context_simple.views._notice import NoticeFigures, notice_message
+from amplifier_module_context_simple.vocabulary._messages import ORIGINAL_TOKENS_KEY, TRUNCATED_KEY
 
 from ..test_provider_views import PROPERTY_SETTINGS, Session, WindowProvider, sessions
 from .cli_runs import run, run_json

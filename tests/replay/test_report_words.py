@@ -9,9 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from amplifier_module_context_simple._ladder import RUNGS
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.provider.cache_rules import CAUSE_MEANINGS, CAUSES
+from amplifier_module_context_simple.views._ladder import RUNGS
 
 from .cli_runs import run, run_json
 from .test_session_dir import REAL_SESSION, make_session, needs_real_session, write_lines

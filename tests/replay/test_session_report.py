@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import ContextConfig, estimate_message_tokens
-from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.engine.engine import replay
 from amplifier_module_context_simple.replay.engine.session_analysis import (
     BASIS_GIVEN,
@@ -26,6 +25,7 @@ from amplifier_module_context_simple.replay.engine.session_analysis import (
 )
 from amplifier_module_context_simple.replay.output.plot import window_series
 from amplifier_module_context_simple.replay.recordings.session_dir import read_session
+from amplifier_module_context_simple.sizing._tool_definitions import estimate_tool_definitions
 
 from .cli_runs import run, run_json
 

@@ -16,12 +16,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple._invariants import ViewChecker, shared_start
-from amplifier_module_context_simple._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from amplifier_module_context_simple.checks._invariants import ViewChecker, shared_start
 from amplifier_module_context_simple.replay.engine.host_check import HostModelCheck
 from amplifier_module_context_simple.replay.engine.view_tally import ViewTally
 from amplifier_module_context_simple.replay.findings.drops import DropTracker
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
+from amplifier_module_context_simple.vocabulary._messages import (
+    REPAIRED_KEY,
+    STUBBED_KEY,
+    TRUNCATED_KEY,
+)
 
 Step = tuple[list[dict[str, Any]], list[dict[str, Any]], int]
 """A view, the history it was built from, and how many messages it shares with the last."""

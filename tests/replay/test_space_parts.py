@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import estimate_message_tokens
-from amplifier_module_context_simple._tool_definitions import estimate_tool_definitions
 from amplifier_module_context_simple.replay.command.cli import app
 from amplifier_module_context_simple.replay.payloads.space_parts import system_parts, tool_parts
+from amplifier_module_context_simple.sizing._tool_definitions import estimate_tool_definitions
 
 from .cli_runs import run, run_json
 from .test_session_report import REAL_SESSION, make_session

@@ -17,9 +17,9 @@ from types import NoneType, UnionType
 from typing import Any
 
 from ... import ContextConfig
-from ..._config import TOKEN_METER_MODES, command_line_option
-from ..._estimate import family_for_model
-from ..._numbers import is_int
+from ...planning._config import TOKEN_METER_MODES, command_line_option
+from ...sizing._estimate import family_for_model
+from ...vocabulary._numbers import is_int
 
 __all__ = ["OptionSpec", "build_config", "config_option_specs"]
 

@@ -41,10 +41,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ... import ContextConfig, SimpleContextManager, estimate_message_tokens
-from ... import _events as events
-from ..._estimate import family_for_model
-from ..._invariants import ViewChecker, shared_start
-from ..._public import answers_a_request
+from ...checks._invariants import ViewChecker, shared_start
+from ...sizing._estimate import family_for_model
+from ...vocabulary import _events as events
+from ...vocabulary._public import answers_a_request
 from ..findings.drops import DropTracker
 from ..findings.evidence import EvidenceTracker
 from ..findings.records import request_budget

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._tool_definitions import estimate_tool_definitions
+from ...sizing._tool_definitions import estimate_tool_definitions
 
 __all__ = ["stand_in_definitions"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._invariants import shared_start
+from ...checks._invariants import shared_start
 
 __all__ = ["HOST_CHECK_NOT_RUN", "HOST_CHECK_RUN", "HostModelCheck"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from ... import SimpleContextManager
-from ..._usage import parse_usage_reading
+from ...readings._usage import parse_usage_reading
 from ..recordings.session_dir import RecordedRequest, system_text
 from .report import ReplayReport
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ... import ContextConfig
-from ..._estimate import family_for_model
+from ...sizing._estimate import family_for_model
 from ..findings.records import request_budget
 from ..provider.simulation import DEFAULT_MAX_OUTPUT, Window
 from ..recordings.known_windows import known_window

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._messages import (
+from ...views._render import text_of
+from ...vocabulary._messages import (
     ORIGINAL_LENGTH_KEY,
     ORIGINAL_TOKENS_KEY,
     REPAIRED_KEY,
@@ -19,7 +20,6 @@ from ..._messages import (
     has_image,
     result_ids,
 )
-from ..._render import text_of
 from ..findings.drops import PositionIndex, is_notice, tool_names
 
 __all__ = ["ViewRow", "describe_view", "is_notice"]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._invariants import shared_start
-from ..._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
+from ...checks._invariants import shared_start
+from ...vocabulary._messages import REPAIRED_KEY, STUBBED_KEY, TRUNCATED_KEY
 from ..findings.drops import is_notice
 
 __all__ = ["ViewSums", "ViewTally"]

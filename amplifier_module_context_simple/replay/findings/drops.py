@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ... import estimate_message_tokens
-from ..._calls import calls_made
-from ..._invariants import shared_start
-from ..._messages import (
+from ...checks._invariants import shared_start
+from ...views._render import NOTICE_SOURCE, text_of
+from ...vocabulary._calls import calls_made
+from ...vocabulary._messages import (
     REPAIRED_KEY,
     STUBBED_KEY,
     TRUNCATED_KEY,
@@ -28,7 +29,6 @@ from ..._messages import (
     metadata,
     result_ids,
 )
-from ..._render import NOTICE_SOURCE, text_of
 
 __all__ = [
     "ARGUMENT_CHARS",

@@ -40,9 +40,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._left_out_map import map_lines_of
-from ..._names import name_forms, names_in
-from ..._render import text_of
+from ...views._left_out_map import map_lines_of
+from ...views._render import text_of
+from ...vocabulary._names import name_forms, names_in
 from .drops import calls_made, is_notice
 
 __all__ = [

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._ladder import FIT_LEVEL, RUNGS, Rung
+from ...views._ladder import FIT_LEVEL, RUNGS, Rung
 
 __all__ = [
     "CompactionRecord",

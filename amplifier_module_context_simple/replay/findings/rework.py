@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._messages import result_ids
-from ..._public import answers_a_request
+from ...vocabulary._messages import result_ids
+from ...vocabulary._public import answers_a_request
 from ..provider.pricing import CacheCounts, prices_for
 from ..recordings.claude_code_log import COMPACTION_MARK
 from ..recordings.recorded_log import LoadedLog, LogCompaction

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._tool_definitions import estimate_tool_definitions
+from ...sizing._tool_definitions import estimate_tool_definitions
 from .payload_match import Alignment, Injection, MessageMatch, align, payload_parts
 from .space_parts import Part, system_parts, tool_parts
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._estimate import MESSAGE_OVERHEAD
-from ..._render import NOTICE_SOURCE, STUB_TEMPLATE, text_of
+from ...sizing._estimate import MESSAGE_OVERHEAD
+from ...views._render import NOTICE_SOURCE, STUB_TEMPLATE, text_of
 
 __all__ = [
     "EDIT_COVERAGE",

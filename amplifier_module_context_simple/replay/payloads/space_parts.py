@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any, cast
 
 from ... import estimate_message_tokens
-from ..._tool_definitions import estimate_tool_definitions, tool_definition
+from ...sizing._tool_definitions import estimate_tool_definitions, tool_definition
 
 __all__ = ["Part", "system_parts", "tool_parts"]
 

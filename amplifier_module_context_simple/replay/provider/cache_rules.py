@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._render import STUB_TEMPLATE, TRUNCATION_MARKER
+from ...views._render import STUB_TEMPLATE, TRUNCATION_MARKER
 from ..payloads.payload_match import (
     INJECTION_TAG,
     Alignment,

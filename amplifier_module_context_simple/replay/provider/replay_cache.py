@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import estimate_message_tokens
-from ..._json_text import json_text
+from ...vocabulary._json_text import json_text
 from .cache_simulation import (
     DEFAULT_LIFETIME,
     EVERY_MESSAGE,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from ..._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
+from ...vocabulary._messages import CALL_BLOCK_TYPES, ROLES, SIGNED_THINKING_TYPES
 
 __all__ = [
     "ACCEPTED_LAYOUTS",

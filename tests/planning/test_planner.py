@@ -1,0 +1,178 @@
+"""The planner and the session state, driven directly: no manager involved."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager
+from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.planning._plan import RequestPlan
+from amplifier_module_context_simple.planning._planner import Planner
+from amplifier_module_context_simple.session._session import SessionState, deliver
+from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
+from amplifier_module_context_simple.views._decisions import NO_DECISIONS
+
+
+def _history(turns: int, size: int = 2_000) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Start the task."}]
+    for t in range(turns):
+        messages.append({"role": "assistant", "content": f"step {t} " + "x" * size})
+        messages.append({"role": "user", "content": f"go on {t}"})
+    return messages
+
+
+def _planner(**config: Any) -> Planner:
+    settings = ContextConfig.from_mapping(config)
+    return Planner(settings, HistoryIndex(estimate_message_tokens))
+
+
+async def _plan(planner: Planner, messages: list[dict[str, Any]], **kw: Any) -> RequestPlan:
+    state = SessionState()
+    budget, text = await planner.inputs(kw.pop("token_budget", None), None)
+    scope = planner.scope(messages, budget, text, epoch=state.epoch)
+    return planner.plan(
+        scope, decisions=state.decisions, stats=state.stats, meter=state.meter, **kw
+    )
+
+
+async def test_below_the_trigger_the_plan_is_the_history_as_is() -> None:
+    planner = _planner()
+    messages = _history(3)
+    plan = await _plan(planner, messages)
+    assert plan.escalated is None and plan.stats is None
+    assert plan.decisions is NO_DECISIONS and plan.base is NO_DECISIONS
+    assert [m["content"] for m in plan.view] == [m["content"] for m in messages]
+    assert plan.view_tokens == sum(estimate_message_tokens(m) for m in messages)
+
+
+async def test_past_the_trigger_the_plan_escalates_with_statistics_and_a_notice() -> None:
+    planner = _planner(max_tokens=6_000)
+    plan = await _plan(planner, _history(40))
+    assert plan.escalated is not None and plan.stats is not None
+    assert plan.decisions is plan.escalated.decisions and plan.base is NO_DECISIONS
+    assert plan.stats.after_tokens < plan.stats.before_tokens
+    assert plan.usable_budget == planner.config.usable_budget(plan.budget.effective_budget)
+    assert plan.view[-1]["role"] == "user"  # the compaction notice is composed last
+    assert plan.view_tokens <= plan.budget.effective_budget
+
+
+async def test_the_notice_reserve_comes_off_the_budget_before_the_trigger() -> None:
+    with_reserve = await _plan(_planner(max_tokens=20_000), _history(1))
+    without = await _plan(_planner(max_tokens=20_000, compaction_notice_enabled=False), _history(1))
+    assert with_reserve.usable_budget == without.usable_budget - 800
+
+
+async def test_the_prefix_cache_renders_only_what_is_new() -> None:
+    planner = _planner()
+    messages = _history(50)
+    await _plan(planner, messages)
+    first = planner.rendered_messages
+    assert first == len(messages)
+    messages.append({"role": "assistant", "content": "one more"})
+    await _plan(planner, messages)
+    assert planner.rendered_messages - first <= 2
+
+
+async def test_deliver_commits_then_emits_in_order() -> None:
+    seen: list[str] = []
+
+    class Hooks:
+        async def emit(self, event: str, payload: dict[str, Any]) -> None:
+            seen.append(event)
+
+    planner, state = _planner(max_tokens=6_000), SessionState()
+    budget, text = await planner.inputs(None, None)
+    scope = planner.scope(_history(40), budget, text, epoch=state.epoch)
+    plan = planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=state.meter)
+    assert state.is_current(plan)
+    assert await deliver(state, Hooks(), plan)
+    assert state.decisions is plan.decisions
+    assert not state.is_current(plan)  # a plan may only replace the decisions it saw
+    assert seen == [
+        "context:pre_compact",
+        "context:compaction",
+        "context:post_compact",
+        "context:budget",
+    ]
+
+
+def test_the_constructor_keywords_are_the_config_fields() -> None:
+    # Every key reads back as an attribute of the same name, from the one config record,
+    # with the config's own default where none is given.
+    keywords = {f.name: f.default for f in fields(ContextConfig)}
+    assert SimpleContextManager(**keywords).config == ContextConfig()
+    manager = SimpleContextManager(max_tokens=12_345, token_family="claude3")
+    for name in keywords:
+        assert getattr(manager, name) == getattr(manager.config, name), name
+    with pytest.raises(TypeError, match="compact_threshold"):
+        SimpleContextManager(compact_treshold=0.5)  # named, with the key it was meant to be
+    assert (manager.max_tokens, manager.token_family) == (12_345, "claude3")
+    with pytest.raises(AttributeError, match="no attribute 'compact_treshold'"):
+        _ = manager.compact_treshold  # a typo is an error, not a silent None
+
+
+async def test_a_reused_scope_follows_everything_it_is_built_from() -> None:
+    # ``scope_here`` hands back its last scope while nothing it is built from changed (a
+    # resume's walk asks at every request point); each input below must still be seen.
+    planner = _planner()
+    messages = _history(2)
+    small, _ = await planner.inputs(6_000, None)
+    large, _ = await planner.inputs(60_000, None)
+    # Each step changes one input against the step before it.
+    first = planner.scope(messages, small, None)
+    assert planner.scope(messages, small, None) is first  # nothing changed: reused
+    assert planner.scope(messages, large, None).budget is large
+    assert planner.scope(messages, large, "Be terse.").systems[0]["content"] == "Be terse."
+    assert planner.scope(messages, large, "Be terse.", epoch=1).epoch == 1
+    retained = frozenset({1})
+    assert planner.scope(messages, large, "Be terse.", epoch=1, retained=retained).retained == (
+        retained
+    )
+    extra = frozenset({2})
+    assert (
+        planner.scope(
+            messages, large, "Be terse.", epoch=1, retained=retained, protected_extra=extra
+        ).protected_extra
+        == extra
+    )
+    planner.scope(messages, small, None)
+    messages.append({"role": "system", "content": "A hook's note."})
+    assert [m["content"] for m in planner.scope(messages, small, None).systems] == [
+        "A hook's note."
+    ]
+    messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": "c", "tool": "t"}]})
+    assert planner.scope(messages, small, None).open_tail == len(messages) - 1
+
+
+async def test_a_reused_scope_follows_the_notice_cost_as_the_history_grows() -> None:
+    # The longest notice states the history's message count: its cost steps up where the
+    # count gains a digit (the notice's figures reach the size plus a thousand) for an
+    # estimator that counts characters (the built-in one prices a number as one run).
+    def by_characters(message: Any, family: str | None = None) -> int:
+        return len(json.dumps(message))
+
+    planner = Planner(ContextConfig(), HistoryIndex(by_characters))
+    budget, _ = await planner.inputs(None, None)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}] * 8_990
+    before = planner.scope(messages, budget, None).notice_cost
+    messages = messages + [{"role": "user", "content": "go"}] * 20
+    after = planner.scope(messages, budget, None)
+    assert after.notice_cost == planner.composer.notice_cost() > before
+
+
+async def test_a_system_prompt_rewritten_in_place_is_sent_at_once() -> None:
+    # A subclass may edit ``self.messages`` in place (or re-read it from its file): the
+    # next view sends what the history holds now, with its size, not a scope kept from before.
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "system", "content": "You are OLD."})
+    await manager.add_message({"role": "user", "content": "go"})
+    first = await manager.get_messages_for_request()
+    manager.messages[0] = {"role": "system", "content": "You are NEW. " * 400}
+    again = await manager.get_messages_for_request()
+    assert first[0]["content"] == "You are OLD."
+    assert again[0]["content"] == "You are NEW. " * 400
+    assert manager.token_meter_stats["estimated"] > 400

@@ -1,0 +1,241 @@
+"""The resume walk passes most request points over on an upper bound of their view.
+
+A resumed manager re-plans every request point of its stored history (``_catch_up``); to stay
+fast it estimates a point exactly only where some rule could fire. These tests pin the two
+things that shortcut rests on: no rule fires below the quiet figure (``Thresholds.quiet``)
+at a point that starts no turn, and the bound covers everything a view can gain between two
+points (placeholder results of interrupted calls included), so a resume still sends the
+running session's views.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from amplifier_core import HookRegistry, HookResult
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amplifier_module_context_simple import ContextConfig, SimpleContextManager
+from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.planning._thresholds import thresholds
+from amplifier_module_context_simple.planning._timing import (
+    cache_cold,
+    escalation_timing,
+    moment_of,
+)
+from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
+from amplifier_module_context_simple.views._render import placeholder
+
+START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+
+def _stamped(message: dict[str, Any], at: datetime) -> dict[str, Any]:
+    return {**message, "metadata": {"timestamp": at.isoformat()}}
+
+
+def _mid_loop_index(idle_seconds: float) -> HistoryIndex:
+    """A history whose next request is inside a tool loop, ``idle_seconds`` after the answer."""
+    index = HistoryIndex(estimate_message_tokens)
+    history = [
+        _stamped({"role": "user", "content": "Build it."}, START),
+        _stamped(
+            {
+                "role": "assistant",
+                "content": "Building.",
+                "tool_calls": [{"id": "c1", "tool": "bash", "arguments": {"cmd": "make"}}],
+            },
+            START,
+        ),
+        _stamped(
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            START + timedelta(seconds=idle_seconds),
+        ),
+    ]
+    index.sync(history, None)
+    return index
+
+
+@given(
+    threshold=st.floats(0.05, 1.0),
+    distance=st.floats(0.0, 1.0),
+    ttl=st.sampled_from([0.0, 1.0, 300.0]),
+    reserve=st.integers(0, 5_000),
+    effective=st.integers(1, 400_000),
+    notice_cost=st.integers(0, 5_000),
+    idle=st.floats(0.0, 10_000.0),
+    below=st.integers(1, 400_000),
+)
+def test_no_rule_fires_below_the_quiet_figure_outside_a_turn_start(
+    threshold: float,
+    distance: float,
+    ttl: float,
+    reserve: int,
+    effective: int,
+    notice_cost: int,
+    idle: float,
+    below: int,
+) -> None:
+    config = ContextConfig(
+        compact_threshold=threshold,
+        cold_cache_distance=distance,
+        cache_ttl_seconds=ttl,
+        compaction_notice_token_reserve=reserve,
+    )
+    index = _mid_loop_index(idle)
+    limits = thresholds(config, effective, notice_cost)
+    moment = moment_of(index, limits.usable)
+    assert not moment.turn_start
+    # Where the cache is warm the walk may go up to the figure without the cold rule.
+    quiet = limits.quiet if cache_cold(config, moment) else limits.quiet_warm
+    used = math.ceil(quiet) - below
+    timing = escalation_timing(
+        config, moment, limits, used=used, over_limit=used > limits.limit, to_real=lambda g: g
+    )
+    assert timing.reason is None, (used, quiet, timing.reason)
+
+
+async def _resume_each_request(history: list[dict[str, Any]], budget: int) -> list[str]:
+    """Drive a running session through ``history``; at each request point, resume a new
+    manager from what the session stored and compare the two views. Returns the reasons of
+    the session's escalations, in order."""
+    reasons: list[str] = []
+    hooks = HookRegistry()
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        reasons.append(data["reason"])
+        return HookResult(action="continue")
+
+    hooks.register("context:compaction", record, name="resume-walk")
+    running = SimpleContextManager(hooks=hooks)
+    for position, message in enumerate(history):
+        if message["role"] == "assistant" and position > 0:
+            stored = json.loads(json.dumps(await running.get_messages()))
+            sent = await running.get_messages_for_request(budget)
+            resumed = SimpleContextManager(hooks=HookRegistry())
+            await resumed.set_messages(stored)
+            again = await resumed.get_messages_for_request(budget)
+            assert json.dumps(again) == json.dumps(sent), f"the resume differs at {position}"
+        await running.add_message(message)
+    return reasons
+
+
+async def test_a_resume_counts_the_placeholders_of_interrupted_calls() -> None:
+    # Calls that never got a result are sent with a placeholder result each. Here every
+    # round is interrupted and a hook's reminder follows it (so no request starts a turn or
+    # waits on an open call): the view grows mostly by placeholders until a request inside
+    # the loop crosses the trigger. A walk that bounded the view by the messages alone
+    # would pass that request over.
+    reminder = {"role": "user", "content": "ok", "metadata": {"source": "hook"}}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Try everything."}]
+    for k in range(40):
+        calls = [{"id": f"c{k}_{j}", "tool": "t", "arguments": {}} for j in range(8)]
+        history.append({"role": "assistant", "content": "", "tool_calls": calls})
+        history.append(dict(reminder))
+    history.append({"role": "assistant", "content": "Done."})
+    reasons = await _resume_each_request(history, 6_000)
+    assert "threshold" in reasons
+
+
+async def test_a_resume_at_a_cold_cache_near_the_trigger_escalates_as_the_session_did() -> None:
+    # Each tool takes an hour: every request finds the cache cold, so the session escalates
+    # as soon as its view is within the cold-cache distance of the trigger, below the trigger.
+    history: list[dict[str, Any]] = [_stamped({"role": "user", "content": "Go."}, START)]
+    at = START
+    for k in range(80):
+        call = {"id": f"c{k}", "tool": "bash", "arguments": {"n": k}}
+        history.append(
+            _stamped({"role": "assistant", "content": f"Step {k}.", "tool_calls": [call]}, at)
+        )
+        at += timedelta(hours=1)
+        result = {"role": "tool", "tool_call_id": f"c{k}", "content": "line\n" * 40}
+        history.append(_stamped(result, at))
+    history.append(_stamped({"role": "assistant", "content": "Done."}, at))
+    reasons = await _resume_each_request(history, 6_000)
+    assert "cold_cache" in reasons
+
+
+@given(ttl=st.integers(1, 10_000))  # whole seconds: timestamps keep microseconds
+def test_the_cache_is_cold_from_its_lifetime_on(ttl: int) -> None:
+    config = ContextConfig(cache_ttl_seconds=ttl)
+    usable = config.usable_budget(100_000)
+    assert cache_cold(config, moment_of(_mid_loop_index(ttl), usable))
+    assert not cache_cold(config, moment_of(_mid_loop_index(ttl - 0.001), usable))
+    off = ContextConfig(cache_ttl_seconds=0)
+    assert not cache_cold(off, moment_of(_mid_loop_index(ttl), usable))
+
+
+@given(call_id=st.text(max_size=80), family=st.sampled_from([None, "o200k", "claude3", "claude47"]))
+def test_every_placeholder_result_costs_the_same(call_id: str, family: str | None) -> None:
+    # The walk's bound prices each call's placeholder once, with any id: it holds only
+    # while the estimator counts no ids.
+    assert estimate_message_tokens(placeholder(call_id), family=family) == (
+        estimate_message_tokens(placeholder(""), family=family)
+    )
+
+
+async def _compacted_history() -> list[dict[str, Any]]:
+    running = SimpleContextManager()
+    history = [{"role": "user", "content": "Refactor the parser."}]
+    for k in range(30):
+        call = {"id": f"c{k}", "tool": "read_file", "arguments": {"path": f"src/p{k}.py"}}
+        history.append({"role": "assistant", "content": f"Reading {k}.", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x = 1\n" * 120})
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(6_000)
+        await running.add_message(message)
+    assert running.decisions.escalations >= 2
+    return json.loads(json.dumps(await running.get_messages()))
+
+
+async def _resumed_view(stored: list[dict[str, Any]]) -> tuple[str, int]:
+    resumed = SimpleContextManager()
+    await resumed.set_messages(json.loads(json.dumps(stored)))
+    view = await resumed.get_messages_for_request(6_000)
+    return json.dumps(view), resumed.decisions.escalations
+
+
+async def test_a_manager_that_has_run_is_resumed_afresh_by_set_messages() -> None:
+    stored = await _compacted_history()
+    used = SimpleContextManager()
+    # Another session of as many messages first, every request its own (small: no escalation).
+    for message in stored:
+        short = {k: v for k, v in message.items() if k != "metadata"}
+        if message["role"] == "tool":
+            short["content"] = "ok"
+        if message["role"] == "assistant":
+            await used.get_messages_for_request(6_000)
+        await used.add_message(short)
+    assert used.decisions.escalations == 0
+    await used.set_messages(json.loads(json.dumps(stored)))
+    view = await used.get_messages_for_request(6_000)
+    assert (json.dumps(view), used.decisions.escalations) == await _resumed_view(stored)
+
+
+async def test_a_history_partly_admitted_and_partly_read_from_a_store_is_resumed() -> None:
+    # Decided here: a manager that has planned no request yet is resuming, whichever way the
+    # stored messages reached ``self.messages``. One message came through ``add_message``,
+    # the rest were read back from a store (as context-persistent does): the request points
+    # of the stored part were the stored session's, and are planned as a resume plans them.
+    stored = await _compacted_history()
+    manager = SimpleContextManager()
+    await manager.add_message(dict(stored[0]))
+    manager.messages = [manager.messages[0], *json.loads(json.dumps(stored[1:]))]
+    view = await manager.get_messages_for_request(6_000)
+    assert (json.dumps(view), manager.decisions.escalations) == await _resumed_view(stored)
+
+
+async def test_a_history_admitted_whole_through_add_message_is_the_running_session_s() -> None:
+    # Every message came through ``add_message``: the running session chose to make no
+    # request before now, so only this request is planned (a resume would plan several).
+    stored = await _compacted_history()
+    manager = SimpleContextManager()
+    for message in json.loads(json.dumps(stored)):
+        await manager.add_message(message)
+    await manager.get_messages_for_request(6_000)
+    assert manager.decisions.escalations == 1
+    assert (await _resumed_view(stored))[1] >= 2

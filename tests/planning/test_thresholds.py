@@ -1,0 +1,47 @@
+"""A request's thresholds (pure core): the turn-start aim fits whole turns, never above the
+target nor below the deepest share of it, and gives up where not one turn fits."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amplifier_module_context_simple import ContextConfig
+from amplifier_module_context_simple.planning._thresholds import DEEPEST_TARGET_SHARE, thresholds
+
+
+@given(
+    effective=st.integers(1_000, 400_000),
+    threshold=st.floats(0.3, 1.0),
+    target_share=st.floats(0.1, 0.9),
+    growth=st.integers(1, 200_000),
+)
+def test_the_turn_aim_leaves_room_for_whole_turns(
+    effective: int, threshold: float, target_share: float, growth: int
+) -> None:
+    config = ContextConfig(compact_threshold=threshold, target_usage=target_share)
+    limits = thresholds(config, effective, reserved=0)
+    deepest = math.ceil(DEEPEST_TARGET_SHARE * limits.target)
+    aim = limits.turn_aim(growth)
+    if limits.trigger - growth < deepest:
+        assert aim is None
+        return
+    assert aim is not None
+    assert deepest <= aim <= max(limits.target, deepest)
+    assert aim + growth <= limits.trigger  # at least the turn now starting fits
+    turns = max(1, math.ceil((limits.trigger - limits.target) / growth))
+    if aim > deepest and aim < limits.target:
+        assert aim + turns * growth <= limits.trigger + 1  # a whole number of turns
+
+
+@given(effective=st.integers(1_000, 400_000), reserved=st.integers(0, 5_000))
+def test_the_quiet_figure_is_below_every_rule_it_stands_for(effective: int, reserved: int) -> None:
+    cold = ContextConfig(cache_ttl_seconds=300)
+    limits = thresholds(cold, effective, reserved)
+    assert limits.quiet <= limits.quiet_warm <= limits.trigger
+    assert limits.quiet <= limits.cold_floor
+    assert limits.quiet_warm <= limits.limit  # the identity model: room is the budget
+    warm = thresholds(ContextConfig(cache_ttl_seconds=0), effective, reserved)
+    assert warm.quiet == warm.quiet_warm

@@ -1,0 +1,107 @@
+"""The map of what a view left out is ordered at its escalation and made when a view first
+shows it (pure core): made late, it is the map that would have been made at once, and what
+ranks its names first is read as of the escalation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from amplifier_module_context_simple import ContextConfig
+from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.planning._map_maker import MapMaker
+from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
+from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
+from amplifier_module_context_simple.views._map_reading import RECENT_CALLS, PassedNames
+
+Msg = dict[str, Any]
+
+
+def call(cid: str, **arguments: Any) -> Msg:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": cid, "tool": "read_file", "arguments": arguments}
+    ]}  # fmt: skip
+
+
+def result(cid: str, text: str) -> Msg:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def indexed(messages: list[Msg]) -> HistoryIndex:
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(messages, None)
+    return index
+
+
+def reads(count: int, start: int = 0) -> list[Msg]:
+    """``count`` reads, call ``k`` passing ``src/file_k.py``."""
+    messages: list[Msg] = []
+    for k in range(start, start + count):
+        messages += [call(f"c{k}", path=f"src/file_{k}.py"), result(f"c{k}", f"line {k}")]
+    return messages
+
+
+def test_passed_names_are_those_of_the_last_calls_before_the_length() -> None:
+    messages = [{"role": "user", "content": "go"}, *reads(RECENT_CALLS + 2)]
+    index = indexed(messages)
+    passed = PassedNames(index)
+    length = len(messages) - 2  # the last read comes after it
+    before = passed.passed_before(length)
+    assert before(f"src/file_{RECENT_CALLS}.py")  # the newest call before the length
+    assert before("src/file_1.py")  # the oldest of the last RECENT_CALLS
+    assert not before("src/file_0.py")  # older than those
+    assert not before(f"src/file_{RECENT_CALLS + 1}.py")  # after the length
+    assert passed.passed_before(len(messages))(f"src/file_{RECENT_CALLS + 1}.py")
+
+
+def test_a_map_read_before_it_is_made_is_an_error() -> None:
+    order = LeftOutMap(
+        Decisions(removed=frozenset({1})), NoticeFigures(3, 1, 0, 0, False), (), bound=50,
+        length=3,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="before it was made"):
+        _ = order.lines
+    order.keep(("heading", "- line"))
+    assert order.lines == ("heading", "- line")
+    with pytest.raises(RuntimeError, match="made already"):
+        order.recipe()
+
+
+def _session() -> list[Msg]:
+    names = " ".join(f"name_{k}" for k in range(12))
+    return [
+        {"role": "user", "content": "Read the config."},
+        call("c0", path="conf/settings.toml"),
+        result("c0", f"keys: {names} late_pick"),
+        {"role": "assistant", "content": "Read it."},
+        {"role": "user", "content": "Go on."},
+    ]
+
+
+def _order(maker: MapMaker, index: HistoryIndex) -> LeftOutMap:
+    figures = NoticeFigures(len(index.facts), 2, 0, 0, False)
+    order = maker.order(
+        figures, Decisions(removed=frozenset({1, 2})), room=8_000, used=500, plain=60, shown=()
+    )
+    assert order is not None
+    return order
+
+
+def test_a_map_made_late_is_the_map_made_at_its_escalation() -> None:
+    config = ContextConfig()
+    messages = _session()
+    at_once = MapMaker(config, indexed(messages))
+    expected = at_once.lines(_order(at_once, at_once.index), lambda _: {})
+    # ``late_pick`` is the last name the result held; only a call passing it would list it
+    # among the first nine, and such a call comes after the escalation.
+    assert expected and "late_pick" not in expected[1]
+    index = indexed(messages)
+    late = MapMaker(config, index)
+    order = _order(late, index)
+    grown = [*messages, call("c1", query="late_pick"), result("c1", "found")]
+    index.sync(grown, None)
+    assert late.lines(order, lambda _: {}) == expected
+    # Ordered after that call, the map does list it first.
+    again = late.lines(_order(late, index), lambda _: {})
+    assert "late_pick" in again[1]

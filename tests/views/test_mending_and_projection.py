@@ -1,0 +1,239 @@
+"""The rules of turn mending (``_turns``) and of the projection (``_project``), pinned one by one.
+
+Issue 21 §6: injected bugs in these modules went unnoticed. Mending is tested on the pure core
+(a history index, a working plan and an explicit protected set), so each rule is seen on its
+own; the projection through the manager's views and ``view_repairs`` where a session shows the
+rule, and on ``project`` itself where only a byte count does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+)
+from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.history._project import project
+from amplifier_module_context_simple.views._decisions import Decisions
+from amplifier_module_context_simple.views._ladder import LadderPolicy, plan_escalation
+from amplifier_module_context_simple.views._turns import mend_turns
+from amplifier_module_context_simple.views._working import WorkingPlan
+
+Msg = dict[str, Any]
+
+
+def prompt(body: str) -> Msg:
+    return {"role": "user", "content": body}
+
+
+def answer(body: str) -> Msg:
+    return {"role": "assistant", "content": body}
+
+
+def call(call_id: str) -> Msg:
+    return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "tool": "read"}]}
+
+
+def result(call_id: str) -> Msg:
+    return {"role": "tool", "tool_call_id": call_id, "content": f"output of {call_id}"}
+
+
+def plan_for(messages: Sequence[Msg], removed: set[int]) -> WorkingPlan:
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(list(messages), None)
+    usage = sum(f.tokens for i, f in enumerate(index.facts) if i not in removed)
+    return WorkingPlan(index, Decisions(removed=frozenset(removed)), frozenset(), usage)
+
+
+def mend(messages: Sequence[Msg], removed: set[int], protected: set[int]) -> WorkingPlan:
+    plan = plan_for(messages, removed)
+    mend_turns(plan, frozenset(protected), 250, None)
+    return plan
+
+
+# --- mending ----------------------------------------------------------------------------------
+
+
+def test_a_prompt_that_lost_its_place_is_taken_out_and_the_plan_says_so() -> None:
+    # H0, c1, T1, [answer left out], H1: H1 would land in c1's round.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = plan_for(messages, {3})
+    before = plan.usage
+    mend_turns(plan, frozenset({0}), 250, None)
+    assert 4 in plan.removed
+    assert plan.changed
+    assert plan.usage == before - estimate_message_tokens(messages[4])
+
+
+def test_a_protected_prompt_brings_back_the_whole_unit_before_it() -> None:
+    # H0, c1, T1, [c2, T2 left out], P (protected): the unit before P comes back, call and
+    # result together, even though the walk meets the result first.
+    messages = [prompt("H0"), call("c1"), result("c1"), call("c2"), result("c2"), prompt("P")]
+    plan = mend(messages, {3, 4}, {0, 5})
+    assert plan.removed == set()
+
+
+def test_after_a_restore_the_walk_starts_afresh() -> None:
+    # H0, c1, T1, [A], P (protected: restores A), H2: H2 follows P as in the history.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("P"), prompt("H2")]
+    plan = mend(messages, {3}, {0, 4})
+    assert plan.removed == set()
+
+
+def test_a_shown_call_whose_results_are_all_left_out_closes_no_round() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = mend(messages, {2, 3}, {0})
+    assert 4 not in plan.removed
+
+
+def test_a_call_round_right_before_a_prompt_is_a_fresh_round() -> None:
+    # H0, c1, T1, [A], c2, T2, H1: the gap before c2 is not a gap before H1.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A"), call("c2"), result("c2"),
+        prompt("H1"),
+    ]  # fmt: skip
+    plan = mend(messages, {3}, {0})
+    assert 6 not in plan.removed
+
+
+def test_an_answer_ends_the_round() -> None:
+    # H0, c1, T1, A, [B], H1: H1 follows an answer, whatever was left out after it.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), answer("B"), prompt("H1")]
+    plan = mend(messages, {4}, {0})
+    assert 5 not in plan.removed
+
+
+def test_a_prompt_right_after_its_round_is_never_taken_out() -> None:
+    messages = [prompt("H0"), call("c1"), result("c1"), prompt("H1")]
+    plan = mend(messages, set(), {0})
+    assert plan.removed == set()
+    assert not plan.changed
+
+
+# --- projection -------------------------------------------------------------------------------
+
+
+async def view_of(messages: Sequence[Msg]) -> tuple[list[Msg], SimpleContextManager]:
+    manager = SimpleContextManager()
+    for message in messages:
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request(token_budget=100_000)
+    assert check_view(view, history=manager.messages) == []
+    return view, manager
+
+
+async def test_idless_calls_and_results_get_distinct_ids_in_order_and_say_so() -> None:
+    calls = [{"type": "tool_use", "name": f"read_{i}", "input": {}} for i in range(2)]
+    results = [{"type": "tool_result", "content": f"out {i}"} for i in range(2)]
+    view, manager = await view_of(
+        [
+            prompt("go"),
+            {"role": "assistant", "content": calls},
+            {"role": "user", "content": results},
+        ]
+    )
+    sent_calls = [b["id"] for b in view[1]["content"]]
+    sent_results = [b["tool_call_id"] for b in view[2]["content"]]
+    assert len(set(sent_calls)) == 2
+    assert sent_results == sent_calls
+    assert "id-derived: message at position 1" in manager.view_repairs
+    assert "id-derived: message at position 2" in manager.view_repairs
+
+
+async def test_a_foreign_call_carrying_its_id_as_tool_call_id_is_renamed_when_reused() -> None:
+    def foreign(call_id: str) -> Msg:
+        return {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": call_id}]}
+
+    messages = [prompt("go"), foreign("x"), result("x"), foreign("x"), result("x")]
+    view, _ = await view_of(messages)
+    first, second = view[1]["tool_calls"][0], view[3]["tool_calls"][0]
+    assert first.get("id", first.get("tool_call_id")) == "x"
+    assert second["id"] != "x" and second["id"] == view[4]["tool_call_id"]
+
+
+async def test_null_content_is_sent_empty_and_reported() -> None:
+    view, manager = await view_of([prompt("go"), {"role": "assistant", "content": None}])
+    assert view[1]["content"] == ""
+    assert "null-content: message at position 1" in manager.view_repairs
+
+
+async def test_a_mixed_result_block_keeps_its_output() -> None:
+    block = {"type": "tool_result", "tool_use_id": "t1", "output": "the output"}
+    call_block = {"type": "tool_use", "id": "t1", "name": "read", "input": {}}
+    view, _ = await view_of(
+        [
+            prompt("go"),
+            {"role": "assistant", "content": [call_block]},
+            {"role": "user", "content": [block]},
+        ]
+    )
+    assert view[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_call_id": "t1",
+        "output": "the output",
+    }
+
+
+async def test_call_arguments_that_are_no_json_object_are_kept_as_a_value() -> None:
+    call_block = {"type": "tool_use", "id": "t1", "name": "run", "input": "make -j4"}
+    view, _ = await view_of(
+        [prompt("go"), {"role": "assistant", "content": [call_block]}, result("t1")]
+    )
+    assert view[1]["content"][0]["input"] == {"value": "make -j4"}
+
+
+async def test_a_data_url_without_a_media_type_is_sent_as_png() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:;base64,iVBORw0KGgo="}}
+    view, _ = await view_of([{"role": "user", "content": [{"type": "text", "text": "see"}, image]}])
+    assert view[0]["content"][1]["source"]["media_type"] == "image/png"
+
+
+@pytest.mark.parametrize("slack", [0, -1])
+def test_an_unknown_block_is_sent_as_json_up_to_the_cap_exactly(slack: int) -> None:
+    block = {"type": "x-trace", "spans": "s" * 100}
+    size = len(json.dumps(block, sort_keys=True).encode())
+    sent, kinds = project({"role": "user", "content": [block]}, json_cap=size + slack)
+    text = sent["content"][0]["text"]
+    if slack == 0:
+        assert kinds == ("block-json",) and json.loads(text) == block
+    else:
+        assert kinds == ("block-placeholder",) and text.startswith("[x-trace block not shown")
+
+
+# --- what mending restored (the ladder's removal) ---------------------------------------------
+
+
+@pytest.mark.parametrize("round_shown", [True, False])
+def test_a_restored_message_is_removable_once_its_round_is_gone(round_shown: bool) -> None:
+    from amplifier_module_context_simple.views._ladder import _remove  # pyright: ignore[reportPrivateUsage]
+
+    # H0, c1, T1, A (restored by mending: it keeps H1 out of c1's round), H1.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = plan_for(messages, set())
+    plan.restored[3] = 1
+    protected = {0, 4} | ({1, 2} if round_shown else set())
+    _remove(plan, frozenset(protected), 0, 250)
+    # While the round is shown, removing A would only undo the mending; once it is gone too,
+    # A is history like any other.
+    assert (3 in plan.removed) is not round_shown
+
+
+def test_an_escalation_whose_only_change_is_a_restore_keeps_it() -> None:
+    # H0, c1, T1, [A left out by earlier decisions], H1: H1 sits in c1's closed round. Every
+    # message is protected (the recent window covers them all, nothing is long enough to
+    # shorten), so no rung removes anything: mending's restore of A is the escalation's only
+    # change, and it must still come out as a step or the view keeps H1 inside the round.
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1")]
+    plan = plan_for(messages, {3})
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=5, truncate_chars=250)
+    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    assert steps, "the restore was dropped: the view still shows H1 right after T1"
+    shown = [p for p in range(len(messages)) if p not in steps[-1].decisions.removed]
+    assert shown == [0, 1, 2, 3, 4]
