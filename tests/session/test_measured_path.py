@@ -491,3 +491,30 @@ async def test_a_not_needed_commit_after_another_request_escalated_is_refused() 
     await manager.get_messages_for_request(token_budget=8_000)
     assert manager.compaction_level > 0, "an ordinary request escalated meanwhile"
     assert await result["transaction"].commit() is False
+
+
+async def test_a_commit_reentered_from_a_hook_during_delivery_is_not_dispatchable() -> None:
+    manager, coordinator = await mounted()
+    result = await call(manager, Ref(manager))
+    transaction = result["transaction"]
+    inner: list[bool] = []
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        inner.append(await transaction.commit())
+        return HookResult(action="continue")
+
+    coordinator.hooks.register("context:compaction", on_compaction, name="reenter")
+    assert await transaction.commit() is True
+    assert inner == [False], "the view was not committed yet while its event was delivered"
+    assert manager.compaction_level > 0
+
+
+async def test_a_commit_cancelled_before_it_starts_is_a_final_no() -> None:
+    manager, _ = await mounted()
+    result = await call(manager, Ref(manager))
+    transaction = result["transaction"]
+    before = state_of(manager)
+    assert await transaction.commit(is_cancelled=lambda: True) is False
+    assert transaction.done
+    assert await transaction.commit() is False, "the answer is final"
+    assert state_of(manager) == before
