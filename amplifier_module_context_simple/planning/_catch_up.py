@@ -34,7 +34,7 @@ from ..views._decisions import CompactionStats, Decisions
 from ..vocabulary._public import answers_a_request
 from ._plan import Scope
 from ._planner import Planner
-from ._thresholds import Thresholds, thresholds
+from ._thresholds import Thresholds
 from ._timing import cache_cold, moment_of
 
 
@@ -88,7 +88,7 @@ def catch_up(
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)
         if scope.open_tail is None:
-            limits = bound.thresholds(planner.notices_reserve(scope, state.stats))
+            limits = bound.thresholds(scope, state.stats)
             if bound.quiet(scope, limits):
                 continue
             estimate = scope.system_tokens + planner.body_tokens(scope, state.decisions)
@@ -132,12 +132,13 @@ class _Bound:
         self._position = 0
         self._thresholds: Thresholds | None = None
 
-    def thresholds(self, reserved: int) -> Thresholds:
-        """The walk's thresholds (the budget in estimate units), the notices taking up to
-        ``reserved`` (kept while that holds: it seldom changes from one point to the next)."""
+    def thresholds(self, scope: Scope, stats: CompactionStats | None) -> Thresholds:
+        """The walk's thresholds (the budget in estimate units), kept while what the notices
+        may take holds: it seldom changes from one point to the next."""
+        planner = self._planner
         known = self._thresholds
-        if known is None or known.reserved != reserved:
-            known = self._thresholds = thresholds(self._planner.config, self._effective, reserved)
+        if known is None or known.reserved != planner.notices_reserve(scope, stats):
+            known = self._thresholds = planner.thresholds(scope, stats, self._effective)
         return known
 
     def known(self, estimate: int) -> None:

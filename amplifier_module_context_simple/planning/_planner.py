@@ -175,7 +175,7 @@ class Planner:
             system_tokens=sum(
                 known.get(id(m)) or self.system_prompt.tokens(m, index) for m in systems
             ),
-            usable=self.config.usable_budget(budget.effective_budget),
+            usable=thresholds(self.config, budget.effective_budget, notice_cost).usable,
             open_tail=open_tail,
             retained=retained,
             protected_extra=protected_extra,
@@ -246,6 +246,13 @@ class Planner:
             limit=limit,
             forms=self.forms,
         )
+
+    def thresholds(
+        self, scope: Scope, stats: CompactionStats | None, effective: int,
+        model: SizeModel = IDENTITY,
+    ) -> Thresholds:  # fmt: skip
+        """A request's thresholds against ``effective``: the one place its figures are made."""
+        return thresholds(self.config, effective, self.notices_reserve(scope, stats), model)
 
     def notices_reserve(self, scope: Scope, stats: CompactionStats | None) -> int:
         """What the view's notices may take: the longest notice, or the room of those standing
@@ -318,10 +325,7 @@ class Planner:
         # 5. escalation: the budget (the notice included) and the target are real figures.
         # A real figure is a provider reading: it counts the tool definitions and the learned
         # overhead the budget held back, so it is compared with the budget plus them.
-        limits = thresholds(
-            config, _real_budget(scope.budget, meter_stats), self.notices_reserve(scope, stats),
-            model,
-        )  # fmt: skip
+        limits = self.thresholds(scope, stats, _real_budget(scope.budget, meter_stats), model)
         room, reserved, limit = limits.room, limits.reserved, limits.limit
         timing = self.timing(scope, limits, used=meter_stats.used, estimate=estimate, model=model)
         if hard_fit:

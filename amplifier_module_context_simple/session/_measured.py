@@ -27,7 +27,6 @@ from typing import Any
 
 from ..planning._plan import RequestPlan, Scope, request_plan
 from ..planning._planner import Planner
-from ..planning._thresholds import thresholds
 from ..readings._meter import fit_size_model
 from ..readings._meter_stats import MeterStats
 from ..sizing._budget import context_length_error
@@ -90,12 +89,10 @@ async def _walk(
 ) -> dict[str, Any]:
     """The measured passes: the planner's render, usage, ladder and statistics, counted."""
     planner, state = pipeline.planner, pipeline.state
-    config, entry = planner.config, state.decisions
+    entry = state.decisions
     # The orchestrator counts the whole request: tools and overhead included, so the trigger
     # and the target are shares of the budget plus what it held back for them.
-    limits = thresholds(
-        config, scope.budget.request_budget, planner.notices_reserve(scope, state.stats)
-    )
+    limits = planner.thresholds(scope, state.stats, scope.budget.request_budget)
     policy_budget, effective = scope.usable, limits.effective
     trigger, target = limits.trigger, limits.target
     base_view, base_tokens, body = planner.compose(scope, entry, state.stats)
