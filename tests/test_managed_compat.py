@@ -602,6 +602,41 @@ async def test_fit_measured_output_validates_as_the_measured_path_does() -> None
         await manager._fit_measured_output(still_over, view, attempt)
 
 
+async def test_fit_measured_output_refuses_each_broken_rule_by_name() -> None:
+    manager = SimpleContextManager(token_meter="actual")
+    orchestrator = Orchestrator(manager)
+    view = [{"role": "user", "content": "hi"}]
+    attempt = orchestrator.envelope(view, 900)
+
+    def returning(envelope: Any) -> Any:
+        async def fit(_view: list[dict[str, Any]], _attempt: Mapping[str, Any]) -> Any:
+            return envelope
+
+        return fit
+
+    # One count call is enough; the limit itself still fits.
+    fitted = await manager._fit_measured_output(
+        returning(orchestrator.envelope(view, LIMIT, calls=1)), view, attempt
+    )
+    assert fitted is not None and fitted[1:] == ((LIMIT, LIMIT, LIMIT, "double"), 1)
+    for calls in (0, -1, True, "2"):
+        envelope = orchestrator.envelope(view, 700)
+        envelope["count_calls"] = calls
+        with pytest.raises(TypeError, match="positive int 'count_calls'"):
+            await manager._fit_measured_output(returning(envelope), view, attempt)
+    not_counted = {"dispatch": {"messages": view}, "budget_decision": None, "count_calls": 1}
+    heuristic = orchestrator.envelope(view, 700, calls=1)
+    heuristic["budget_decision"]["measurement"]["kind"] = "heuristic"
+    for envelope in (not_counted, heuristic):
+        with pytest.raises(TypeError, match="no usable provider measurement"):
+            await manager._fit_measured_output(returning(envelope), view, attempt)
+    with pytest.raises(TypeError, match=r"^fit_output must return a mapping"):
+        await manager._fit_measured_output(returning({"budget_decision": None}), view, attempt)
+    over = orchestrator.envelope(view, LIMIT + 1, calls=1)
+    with pytest.raises(ContextLengthError, match=rf"\({LIMIT + 1} > {LIMIT}\)"):
+        await manager._fit_measured_output(returning(over), view, attempt)
+
+
 # --- _measured_budget_decision and the measured path's own verdict ---------------------------
 
 COUNTS = st.one_of(
