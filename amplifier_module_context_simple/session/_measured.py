@@ -195,7 +195,7 @@ def _step_view(
         scope, step, entry, before=before, after=body, target=target
     )
     view, tokens, body = planner.compose(scope, step.decisions, stats, body)
-    return view, tokens, stats, body.repaired
+    return view, tokens, stats.as_shown(tokens), body.repaired
 
 
 @dataclass(frozen=True, slots=True)

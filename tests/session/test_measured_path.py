@@ -21,7 +21,12 @@ from amplifier_core.testing import MockCoordinator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import SimpleContextManager, check_view, mount
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+    mount,
+)
 
 from ..conftest import Recorder
 from ..test_protocols import (
@@ -518,3 +523,23 @@ async def test_a_commit_cancelled_before_it_starts_is_a_final_no() -> None:
     assert transaction.done
     assert await transaction.commit() is False, "the answer is final"
     assert state_of(manager) == before
+
+
+async def test_a_measured_compaction_reports_the_view_that_goes_out() -> None:
+    # The notice is counted at its map's whole room wherever a figure decides something; the
+    # event reports the view as it goes out (the plain path's ``after_tokens`` does too).
+    manager, coordinator = await mounted()
+    seen: list[dict[str, Any]] = []
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        seen.append(data)
+        return HookResult(action="continue")
+
+    coordinator.hooks.register("context:compaction", on_compaction, name="after")
+    result = await call(manager, Ref(manager))
+    assert result["outcome"] in ("target_reached", "protected_floor"), "a compaction is staged"
+    assert await result["transaction"].commit() is True
+    [payload] = seen
+    view = result["base_view"]
+    assert payload["after_messages"] == len(view)
+    assert payload["after_tokens"] == sum(estimate_message_tokens(m) for m in view)
