@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..history._history import HistoryIndex
-from ..views._decisions import CompactionStats, Decisions, EarlierNotice
+from ..views._decisions import CompactionStats, Decisions, EarlierNotice, LeftOutMap
 from ..views._ladder import Step
 from ..views._render import (
     NoticeFigures,
@@ -342,17 +342,20 @@ class Composer:
         self, stats: CompactionStats, decisions: Decisions
     ) -> tuple[Mapping[str, Any], int]:
         """The notice for ``decisions`` and its estimate (the same dict while it reads the same)."""
-        lines = self.maps.lines(stats.left_out_map, self._earlier_message)
         figures = notice_figures(stats, decisions, with_map=False)
-        return self._notice(replace(figures, left_out_map=lines))
+        return self._mapped(figures, stats.left_out_map)
 
     def _earlier(self, notice: EarlierNotice) -> tuple[Mapping[str, Any], int]:
-        """A notice still standing and its estimate (its map made if no view showed it)."""
-        lines = self.maps.lines(notice.left_out_map, self._earlier_message)
-        return self._notice(replace(notice.figures, left_out_map=lines))
+        """A notice still standing and its estimate."""
+        return self._mapped(notice.figures, notice.left_out_map)
 
-    def _earlier_message(self, notice: EarlierNotice) -> Mapping[str, Any]:
-        return self._earlier(notice)[0]
+    def _mapped(
+        self, figures: NoticeFigures, order: LeftOutMap | None
+    ) -> tuple[Mapping[str, Any], int]:
+        """The notice that states ``figures`` with the map ``order`` (made now if no view
+        showed it: the notices standing beside it are made first, their names not repeated)."""
+        lines = self.maps.lines(order, lambda standing: self._earlier(standing)[0])
+        return self._notice(replace(figures, left_out_map=lines))
 
     def _notice(self, figures: NoticeFigures) -> tuple[Mapping[str, Any], int]:
         """The notice that states ``figures`` and its estimate."""
