@@ -349,8 +349,8 @@ class Planner:
                 # Made under a room the readings since disproved: escalate afresh.
                 start = NO_DECISIONS
                 usage = scope.system_tokens + self.render(scope, start).tokens
-            cap, turn_start = limit if relax else None, timing.reason == "turn_start"
-            rules = turn_start_policy(self.policy) if turn_start else self.policy
+            cap = limit if relax else None
+            rules = turn_start_policy(self.policy) if timing.for_turn else self.policy
             steps = self.ladder(scope, start, usage=usage, target=target, limit=cap, policy=rules)
             for rung in steps:
                 step = rung

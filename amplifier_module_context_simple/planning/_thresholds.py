@@ -60,17 +60,19 @@ class Thresholds:
         """What the view may take, its notices aside (estimate units)."""
         return self.room - self.reserved
 
-    def turn_aim(self, growth: int) -> int | None:
-        """Where a turn-start escalation aims for a turn expected to add ``growth`` (real
-        units): low enough that a whole number of turns fits below the trigger, never above
-        the target nor below ``DEEPEST_TARGET_SHARE`` of it. ``None`` when not even one turn
-        fits above that floor: the turn escalates inside its loop whatever is done now."""
+    def turn_aim(self, growth: int, cycle: int) -> int | None:
+        """Where a turn-start escalation aims for a turn expected to add ``growth`` to its own
+        requests and ``cycle`` as a whole (real units): low enough that the turn now starting
+        and a whole number of turns after it stay below the trigger, never above the target
+        nor below ``DEEPEST_TARGET_SHARE`` of it. ``None`` when not even the turn now starting
+        fits above that floor: it escalates inside its loop whatever is done now."""
         trigger, target = self.trigger, self.target
         deepest = math.ceil(DEEPEST_TARGET_SHARE * target)
-        if trigger - growth < deepest:
+        first = trigger - growth
+        if first < deepest:
             return None
-        turns = max(1, math.ceil((trigger - target) / growth))
-        return max(deepest, min(target, int(trigger - turns * growth)))
+        further = max(0, math.ceil((first - target) / max(cycle, 1)))
+        return max(deepest, min(target, int(first - further * cycle)))
 
 
 def thresholds(

@@ -7,7 +7,10 @@ after it. Where the edit lands decides what it costs:
 - **at a turn's first request** (right after a human prompt) only finished turns' reasoning
   is lost, while inside a tool loop the active turn loses its own. So when a turn starts and
   the turn's expected growth would carry the view over the trigger before the turn ends, the
-  escalation happens now, deep enough that a whole number of turns fits. It may go deeper
+  escalation happens now, deep enough that a whole number of turns fits. (The growth that
+  counts is what the turn's own requests carry: its closing answer is first sent by the next
+  turn.) An escalation that cannot wait (the view is over the trigger already) and lands at
+  a turn start aims the same way, or the turn escalates again inside its loop. It may go deeper
   than one inside a loop: the latest tool results it would otherwise protect belong to
   finished turns (``turn_start_policy``). Without that, an escalation at every turn start
   fits fewer turns than one at the trigger and repeats sooner, and the rule costs more
@@ -30,6 +33,7 @@ __all__ = [
     "ESCALATION_REASONS",
     "Moment",
     "Timing",
+    "TurnGrowth",
     "cache_cold",
     "escalation_timing",
     "leaves_room_for_turn",
@@ -40,11 +44,11 @@ __all__ = [
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from ..history._history import HistoryIndex
+from ..history._history import Facts, HistoryIndex
 from ..views._decisions import Decisions
 from ..views._protection import LadderPolicy, is_reminder
 from ..vocabulary._messages import thinking_blocks
@@ -70,13 +74,20 @@ class Moment:
     at thousands of request points.)
     """
 
-    __slots__ = ("_idle_read", "_idle_seconds", "_index", "_turn_growth", "_turn_start", "_usable")
+    __slots__ = (
+        "_idle_read",
+        "_idle_seconds",
+        "_index",
+        "_turn_growth",
+        "_turn_start",
+        "_usable",
+    )
 
     def __init__(self, index: HistoryIndex, usable: int) -> None:
         self._index = index
         self._usable = usable
         self._turn_start: bool | None = None
-        self._turn_growth: int | None = None
+        self._turn_growth: TurnGrowth | None = None
         self._idle_read = False
         self._idle_seconds: float | None = None
 
@@ -89,9 +100,21 @@ class Moment:
 
     @property
     def turn_growth(self) -> int:
-        """Estimated tokens the turn now starting is expected to add (0 when none starts)."""
+        """Estimated tokens the turn now starting is expected to add to its own requests
+        (0 when none starts)."""
+        return self._growth().requests
+
+    @property
+    def turn_cycle(self) -> int:
+        """Estimated tokens a whole turn adds, its prompt and closing answer included: what
+        each further turn after the one now starting takes (0 when none starts)."""
+        return self._growth().cycle
+
+    def _growth(self) -> TurnGrowth:
         if self._turn_growth is None:
-            self._turn_growth = _turn_growth(self._index, self._usable) if self.turn_start else 0
+            self._turn_growth = (
+                _turn_growth(self._index, self._usable) if self.turn_start else NO_GROWTH
+            )
         return self._turn_growth
 
     @property
@@ -122,18 +145,42 @@ def _turn_start(index: HistoryIndex) -> bool:
     return last is not None and facts[last].human and not index.turns.in_round
 
 
-def _turn_growth(index: HistoryIndex, usable: int) -> int:
-    """The largest of the latest finished turns' growth (what follows a prompt up to the next
-    one), or the first-turn default when no turn has finished yet."""
+@dataclass(frozen=True, slots=True)
+class TurnGrowth:
+    """What a turn is expected to add (estimate units)."""
+
+    requests: int
+    """To its own requests: from its prompt up to its last request. Its closing answer is
+    first sent by the next turn, whose start already counts it."""
+    cycle: int
+    """As a whole, from its prompt to its closing answer."""
+
+
+NO_GROWTH = TurnGrowth(0, 0)
+
+
+def _turn_growth(index: HistoryIndex, usable: int) -> TurnGrowth:
+    """The largest of the latest finished turns' growth (from a prompt up to the next one),
+    or the first-turn default when no turn has finished yet."""
     latest = index.human_positions[-FINISHED_TURNS_READ - 1 :]
     facts = index.facts
-    grown = [
-        sum(facts[p].tokens for p in range(start + 1, end))
-        for start, end in itertools.pairwise(latest)
-    ]
+    grown = [_grown(facts, start, end) for start, end in itertools.pairwise(latest)]
     if not grown:
-        return math.ceil(FIRST_TURN_GROWTH_SHARE * usable)
-    return max(grown)
+        first = math.ceil(FIRST_TURN_GROWTH_SHARE * usable)
+        return TurnGrowth(first, first)
+    return TurnGrowth(max(g.requests for g in grown), max(g.cycle for g in grown))
+
+
+def _grown(facts: Sequence[Facts], start: int, end: int) -> TurnGrowth:
+    last = end
+    while (
+        last - 1 > start and facts[last - 1].role in ("assistant", "") and not facts[last - 1].calls
+    ):
+        last -= 1
+    return TurnGrowth(
+        sum(facts[p].tokens for p in range(start + 1, last)),
+        sum(facts[p].tokens for p in range(start, end)),
+    )
 
 
 def _idle(index: HistoryIndex) -> float | None:
@@ -187,6 +234,9 @@ class Timing:
     moment: Moment
     thresholds: Thresholds
     """The figures it was decided against."""
+    for_turn: bool = False
+    """It lands at a turn's first request and aims to leave that turn room (``turn_aim``),
+    whatever its reason: its rungs follow ``turn_start_policy``."""
 
 
 def escalation_timing(
@@ -201,28 +251,33 @@ def escalation_timing(
     """Decide whether a request escalates, in real-size units (``used`` against the trigger
     of ``limits``); ``to_real`` converts the moment's turn growth (estimate units) into them.
 
-    A turn-start escalation aims low enough that a whole number of turns fits between it and
-    the trigger (``Thresholds.turn_aim``): the next one then lands at a turn start again
-    instead of inside a loop.
+    An escalation at a turn's first request, whatever its reason, aims low enough that the
+    turn and a whole number of turns after it fit below the trigger (``Thresholds.turn_aim``):
+    the next one then lands at a turn start again instead of inside a loop.
     """
     trigger, target = limits.trigger, limits.target
-    if used >= trigger:
-        return Timing("threshold", target, moment, limits)
-    if over_limit:
-        return Timing("over_budget", target, moment, limits)
-    growth_real = (
+    growth = (
         to_real(moment.turn_growth) if config.escalate_at_turn_start and moment.turn_start else 0
     )
-    if growth_real > 0 and used + growth_real > trigger:
-        aim = limits.turn_aim(growth_real)
-        if aim is not None:
-            return Timing("turn_start", aim, moment, limits)
-        # A turn bigger than the deepest aim leaves room for escalates inside its loop
-        # whatever is done now: escalating here as well would only add an edit.
+    aim = limits.turn_aim(growth, to_real(moment.turn_cycle)) if growth > 0 else None
+
+    def timing(reason: str | None, *, for_turn: bool = aim is not None) -> Timing:
+        if for_turn and aim is not None:
+            return Timing(reason, min(target, aim), moment, limits, for_turn=True)
+        return Timing(reason, target, moment, limits)
+
+    if used >= trigger:
+        return timing("threshold")
+    if over_limit:
+        return timing("over_budget")
+    if aim is not None and used + growth > trigger:
+        return timing("turn_start")
+    # A turn bigger than the deepest aim leaves room for escalates inside its loop whatever
+    # is done now: escalating at its start as well would only add an edit.
     # The distance first: the timestamps are parsed only for a view near the trigger.
     if config.cache_ttl_seconds > 0 and used >= limits.cold_floor and cache_cold(config, moment):
-        return Timing("cold_cache", target, moment, limits)
-    return Timing(None, target, moment, limits)
+        return timing("cold_cache")
+    return timing(None, for_turn=False)
 
 
 def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:

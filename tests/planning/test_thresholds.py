@@ -17,23 +17,29 @@ from amplifier_module_context_simple.planning._thresholds import DEEPEST_TARGET_
     threshold=st.floats(0.3, 1.0),
     target_share=st.floats(0.1, 0.9),
     growth=st.integers(1, 200_000),
+    closing=st.integers(0, 20_000),
 )
 def test_the_turn_aim_leaves_room_for_whole_turns(
-    effective: int, threshold: float, target_share: float, growth: int
+    effective: int, threshold: float, target_share: float, growth: int, closing: int
 ) -> None:
+    """``growth`` is what the turn adds to its own requests; a whole turn (``cycle``) adds
+    its closing answer and the next prompt as well."""
+    cycle = growth + closing
     config = ContextConfig(compact_threshold=threshold, target_usage=target_share)
     limits = thresholds(config, effective, reserved=0)
     deepest = math.ceil(DEEPEST_TARGET_SHARE * limits.target)
-    aim = limits.turn_aim(growth)
+    aim = limits.turn_aim(growth, cycle)
     if limits.trigger - growth < deepest:
         assert aim is None
         return
     assert aim is not None
     assert deepest <= aim <= max(limits.target, deepest)
     assert aim + growth <= limits.trigger  # at least the turn now starting fits
-    turns = max(1, math.ceil((limits.trigger - limits.target) / growth))
+    further = max(0, math.ceil((limits.trigger - growth - limits.target) / cycle))
     if aim > deepest and aim < limits.target:
-        assert aim + turns * growth <= limits.trigger + 1  # a whole number of turns
+        # The turn now starting and a whole number of whole turns after it, and no more.
+        assert aim + growth + further * cycle <= limits.trigger + 1
+        assert aim + growth + (further + 1) * cycle > limits.trigger
 
 
 @given(effective=st.integers(1_000, 400_000), reserved=st.integers(0, 5_000))

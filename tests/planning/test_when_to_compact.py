@@ -172,10 +172,10 @@ async def test_a_turn_that_needs_more_room_than_the_target_leaves_aims_lower() -
 
 
 async def test_a_turn_start_that_cannot_make_room_for_the_turn_does_not_escalate() -> None:
-    # The system prompt is on the floor and takes close to half the room: with a turn's
+    # The system prompt is on the floor and takes about half the room: with a turn's
     # growth on top, no escalation at a turn start can bring the view below the trigger, so
     # the turn escalates inside its loop whatever is done at its start.
-    system = "You are a build agent. Follow the house rules for every change. " * 160
+    system = "You are a build agent. Follow the house rules for every change. " * 180
     runs: dict[bool, Compactions] = {}
     for rule in (True, False):
         seen = runs[rule] = Compactions()
@@ -184,7 +184,25 @@ async def test_a_turn_start_that_cannot_make_room_for_the_turn_does_not_escalate
         await drive_turns(manager, 8, lines=65)
     assert len(runs[False].payloads) >= 5, "the session compacts inside its loops"
     reasons = [p["reason"] for p in runs[True].payloads]
-    assert reasons == [p["reason"] for p in runs[False].payloads]
+    assert "turn_start" not in reasons
+    assert len(reasons) <= len(runs[False].payloads)
+
+
+async def test_a_turn_start_over_the_trigger_makes_room_for_the_turn() -> None:
+    # The view is over the trigger when a turn starts: that escalation cannot wait, and it
+    # aims as a turn-start one does (the latest results belong to finished turns), so the
+    # turn runs its loop without another edit. Aimed at the ordinary target instead, every
+    # turn escalates once more inside its loop.
+    system = "You are a build agent. Follow the house rules for every change. " * 160
+    seen = Compactions()
+    manager = SimpleContextManager(hooks=seen.hooks)
+    await manager.add_message({"role": "system", "content": system})
+    await drive_turns(manager, 8, lines=65)
+    assert len(seen.payloads) >= 5
+    assert all(p["reason"] == "threshold" for p in seen.payloads)
+    assert all(p["at_turn_start"] for p in seen.payloads), [
+        p["history_messages"] for p in seen.payloads
+    ]
 
 
 async def test_the_compaction_event_counts_the_thinking_after_the_edit() -> None:
