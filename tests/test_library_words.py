@@ -111,3 +111,18 @@ async def test_a_result_without_an_id_is_warned_about_once(
     assert len(said) == 1 and "message 1" in said[0]
     view = await manager.get_messages_for_request()
     assert all(m.get("role") != "tool" for m in view)  # what the warning says happens
+
+
+@pytest.mark.parametrize("stored_id", ["", None], ids=["empty", "null"])
+async def test_a_resumed_result_whose_id_is_empty_is_warned_about(
+    caplog: pytest.LogCaptureFixture, stored_id: str | None
+) -> None:
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "tool", "tool_call_id": "", "content": "lost"},
+        {"role": "tool", "tool_call_id": stored_id, "content": "lost again"},
+    ]
+    with caplog.at_level(logging.WARNING):
+        await SimpleContextManager().set_messages(history)
+    said = _said(caplog, "without a tool_call_id")
+    assert len(said) == 1 and "message 1" in said[0]

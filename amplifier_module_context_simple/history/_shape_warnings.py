@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..vocabulary._messages import RESULT_ROLES, result_ids
+from ..vocabulary._messages import RESULT_ROLES, is_mapping, result_ids
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ class ShapeWarnings:
         elif (
             role in RESULT_ROLES
             and RESULT_WITHOUT_ID not in self.warned
+            # The id a result almost always has, read before the general lookup: a resume
+            # asks this of every result it stores.
+            and not (type(message.get("tool_call_id")) is str and message["tool_call_id"])
             and not result_ids(message)
         ):
             self.warned.add(RESULT_WITHOUT_ID)
@@ -68,8 +71,8 @@ class ShapeWarnings:
 def _openai_shaped(call: object) -> bool:
     """A call whose name is only inside ``function`` (no ``tool`` or ``name`` of its own)."""
     return (
-        isinstance(call, Mapping)
-        and isinstance(call.get("function"), Mapping)  # pyright: ignore[reportUnknownMemberType]
+        is_mapping(call)
+        and is_mapping(call.get("function"))
         and call.get("tool") is None  # pyright: ignore[reportUnknownMemberType]
         and call.get("name") is None  # pyright: ignore[reportUnknownMemberType]
     )

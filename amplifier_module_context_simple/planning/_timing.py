@@ -177,10 +177,9 @@ def _grown(facts: Sequence[Facts], start: int, end: int) -> TurnGrowth:
         last - 1 > start and facts[last - 1].role in ("assistant", "") and not facts[last - 1].calls
     ):
         last -= 1
-    return TurnGrowth(
-        sum(facts[p].tokens for p in range(start + 1, last)),
-        sum(facts[p].tokens for p in range(start, end)),
-    )
+    requests = sum(facts[p].tokens for p in range(start + 1, last))
+    closing = sum(facts[p].tokens for p in range(last, end))
+    return TurnGrowth(requests, facts[start].tokens + requests + closing)
 
 
 def _idle(index: HistoryIndex) -> float | None:
