@@ -173,6 +173,8 @@ def _turn_growth(index: HistoryIndex, usable: int) -> TurnGrowth:
 
 def _grown(facts: Sequence[Facts], start: int, end: int) -> TurnGrowth:
     last = end
+    # The closing answers, and display rows (no role) among them: no request of the turn
+    # sends them.
     while (
         last - 1 > start and facts[last - 1].role in ("assistant", "") and not facts[last - 1].calls
     ):
@@ -260,23 +262,23 @@ def escalation_timing(
     )
     aim = limits.turn_aim(growth, to_real(moment.turn_cycle)) if growth > 0 else None
 
-    def timing(reason: str | None, *, for_turn: bool = aim is not None) -> Timing:
-        if for_turn and aim is not None:
-            return Timing(reason, min(target, aim), moment, limits, for_turn=True)
-        return Timing(reason, target, moment, limits)
+    def escalating(reason: str) -> Timing:
+        if aim is None:
+            return Timing(reason, target, moment, limits)
+        return Timing(reason, aim, moment, limits, for_turn=True)
 
     if used >= trigger:
-        return timing("threshold")
+        return escalating("threshold")
     if over_limit:
-        return timing("over_budget")
+        return escalating("over_budget")
     if aim is not None and used + growth > trigger:
-        return timing("turn_start")
+        return escalating("turn_start")
     # A turn bigger than the deepest aim leaves room for escalates inside its loop whatever
     # is done now: escalating at its start as well would only add an edit.
     # The distance first: the timestamps are parsed only for a view near the trigger.
     if config.cache_ttl_seconds > 0 and used >= limits.cold_floor and cache_cold(config, moment):
-        return timing("cold_cache")
-    return timing(None, for_turn=False)
+        return escalating("cold_cache")
+    return Timing(None, target, moment, limits)
 
 
 def turn_start_policy(policy: LadderPolicy) -> LadderPolicy:
