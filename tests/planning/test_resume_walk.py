@@ -15,6 +15,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from amplifier_core import HookRegistry, HookResult
 from hypothesis import given
 from hypothesis import strategies as st
@@ -227,6 +228,24 @@ async def test_a_history_partly_admitted_and_partly_read_from_a_store_is_resumed
     manager.messages = [manager.messages[0], *json.loads(json.dumps(stored[1:]))]
     view = await manager.get_messages_for_request(6_000)
     assert (json.dumps(view), manager.decisions.escalations) == await _resumed_view(stored)
+
+
+@pytest.mark.parametrize("admitted", [1, 2])
+async def test_a_manager_that_has_planned_a_request_follows_what_is_written_after_it(
+    admitted: int,
+) -> None:
+    # The other side of the decision above: once a manager has planned a request on its
+    # history, it is the running session, however few messages it was handed and however
+    # the rest arrive. Only the request now is planned, as the running session plans it.
+    stored = await _compacted_history()
+    manager = SimpleContextManager()
+    for message in stored[:admitted]:
+        await manager.add_message(dict(message))
+    await manager.get_messages_for_request(6_000)
+    manager.messages = [*manager.messages, *json.loads(json.dumps(stored[admitted:]))]
+    await manager.get_messages_for_request(6_000)
+    assert manager.decisions.escalations == 1
+    assert (await _resumed_view(stored))[1] >= 2
 
 
 async def test_a_history_admitted_whole_through_add_message_is_the_running_session_s() -> None:
