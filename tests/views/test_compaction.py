@@ -386,3 +386,26 @@ async def test_every_view_is_valid_and_history_untouched(
     snapshot = copy.deepcopy(await manager.get_messages())
     await manager.get_messages_for_request()
     assert await manager.get_messages() == snapshot
+
+
+async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalation() -> None:
+    # "of the first N": N is the history's length when the escalation was made, kept by the
+    # notice until the next escalation, however long the history grows meanwhile.
+    manager = SimpleContextManager(max_tokens=12_000)
+    await manager.add_message({"role": "user", "content": "Fix the failing build please."})
+    said: list[tuple[int, str]] = []
+    for t in range(14):
+        await manager.add_message({"role": "user", "content": f"step {t}: fix the build"})
+        await manager.add_message(call([f"c{t}"]))
+        await manager.add_message(result(f"c{t}", "line of build output that goes on\n" * 120))
+        view = await manager.get_messages_for_request()
+        notices = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+        if notices:
+            said.append((len(await manager.get_messages()), notices[0]["content"]))
+    firsts = [int(text.split("of the first ")[1].split(",")[0]) for _, text in said]
+    assert len(set(firsts)) > 1, "the session escalates more than once"
+    assert len(set(firsts)) < len(firsts), "a notice outlives the request that made it"
+    for (length, _), first, previous in zip(said, firsts, [None, *firsts], strict=False):
+        # A new count is the length at that request; an old one is kept as it was.
+        assert first in (length, previous)
+        assert first <= length
