@@ -389,11 +389,12 @@ async def test_every_view_is_valid_and_history_untouched(
 
 
 async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalation() -> None:
-    # "of the first N": N is the history's length when the escalation was made, kept by the
-    # notice until the next escalation, however long the history grows meanwhile.
+    # "of the first N, X are left out": N is the history's length when the escalation was
+    # made, X how many of those its view leaves out; both kept by the notice until the next
+    # escalation, however long the history grows meanwhile.
     manager = SimpleContextManager(max_tokens=12_000)
     await manager.add_message({"role": "user", "content": "Fix the failing build please."})
-    said: list[tuple[int, str]] = []
+    said: list[tuple[int, int, int, int]] = []  # history length, messages shown, N, X
     for t in range(14):
         await manager.add_message({"role": "user", "content": f"step {t}: fix the build"})
         await manager.add_message(call([f"c{t}"]))
@@ -401,11 +402,20 @@ async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalat
         view = await manager.get_messages_for_request()
         notices = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
         if notices:
-            said.append((len(await manager.get_messages()), notices[0]["content"]))
-    firsts = [int(text.split("of the first ")[1].split(",")[0]) for _, text in said]
+            first_line = notices[0]["content"].splitlines()[1]
+            counted, left_out = (
+                first_line.split("of the first ")[1].split(" are left out")[0].split(", ")
+            )
+            shown = len(view) - len(notices)
+            said.append((len(await manager.get_messages()), shown, int(counted), int(left_out)))
+    firsts = [first for _, _, first, _ in said]
     assert len(set(firsts)) > 1, "the session escalates more than once"
     assert len(set(firsts)) < len(firsts), "a notice outlives the request that made it"
-    for (length, _), first, previous in zip(said, firsts, [None, *firsts], strict=False):
-        # A new count is the length at that request; an old one is kept as it was.
-        assert first in (length, previous)
-        assert first <= length
+    previous: tuple[int, int] | None = None
+    for length, shown, first, left_out in said:
+        if previous is not None and (first, left_out) == previous:
+            continue  # the notice of an earlier escalation, as it was
+        # A new escalation: counted now, and its view shows exactly the rest of the history.
+        assert first == length
+        assert first - left_out == shown
+        previous = (first, left_out)
