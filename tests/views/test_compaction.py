@@ -80,6 +80,12 @@ async def test_first_rung_truncates_the_oldest_tool_results_only() -> None:
     assert first["content"].endswith("...")
     assert first["_original_tokens"] > 1000
     assert f"~{first['_original_tokens']} tokens" in first["content"]
+    # The notice counts them, and nothing else was done.
+    [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    assert (
+        f"of the first {len(history)}, {len(shortened)} tool results shortened."
+        in (notice["content"])
+    )
     assert first["tool_call_id"] == "t0_0" and first["name"] == "bash", "other keys kept"
     assert history[2]["content"] == BIG, "history untouched"
 
