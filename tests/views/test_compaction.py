@@ -307,6 +307,8 @@ async def test_extreme_pressure_stubs_a_long_non_prompt_user_message() -> None:
         == '[User message compacted - original: "' + ("context dump " * 5)[:50] + '..."]'
     )
     assert stubs[0]["_original_length"] == len("context dump " * 900)
+    [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    assert "1 long messages reduced to a stub." in notice["content"]
 
 
 async def test_the_recent_floor_counts_shown_messages_not_system_ones() -> None:
