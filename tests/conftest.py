@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.mutation_order import order_for_mutant_run
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "amplifier_module_context_simple"
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+# Where mutmut keeps each test's measured duration when these tests run from its ``mutants/``.
+MUTMUT_STATS = Path(__file__).resolve().parent.parent / "mutmut-stats.json"
 
 
 # For mutation runs (``[tool.mutmut]`` in pyproject.toml): mutmut's copies run several times
@@ -21,6 +25,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order_for_mutant_run(items, MUTMUT_STATS)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow soak test: run with --run-slow")

@@ -157,6 +157,17 @@ def test_check_view_refuses_what_the_oracle_refuses_for_thinking(
 # --- the two failures of issue 28 §2 ------------------------------------------------------------
 
 
+def test_each_role_plays_its_part() -> None:
+    # The parts are the reader's vocabulary (``Part``): a new reader must be able to rely on
+    # them, even where ``feed`` today treats an assistant making calls as "not plain".
+    assert part_of("assistant", result=False, calls=True) == "calls"
+    assert part_of("assistant", result=False, calls=False) == "assistant"
+    assert part_of("tool", result=True, calls=False) == "result"
+    assert part_of("user", result=False, calls=False) == "user"
+    assert part_of("hook", result=False, calls=False) == "user"
+    assert part_of("system", result=False, calls=False) == "lifted"
+
+
 def test_check_view_reports_the_turn_a_merged_prompt_leaves_open() -> None:
     """``H0, A*, T, A, T, H1`` with H1 typed right after a result: the provider reads the turn
     from A*, so ``[H0, A, T, H1]`` opens it without thinking (anthropic-6)."""

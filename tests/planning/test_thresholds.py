@@ -3,6 +3,7 @@ target nor below the deepest share of it, and gives up where not one turn fits."
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import given
@@ -51,3 +52,15 @@ def test_the_quiet_figure_is_below_every_rule_it_stands_for(effective: int, rese
     assert limits.quiet_warm <= limits.limit  # the identity model: room is the budget
     warm = thresholds(ContextConfig(cache_ttl_seconds=0), effective, reserved)
     assert warm.quiet == warm.quiet_warm
+
+
+def test_the_turn_aim_at_its_edges() -> None:
+    # Exactly the deepest aim still leaves the turn room; one token more growth does not.
+    limits = dataclasses.replace(thresholds(ContextConfig(), 10_000, 0), trigger=1000.0, target=800)
+    assert math.ceil(DEEPEST_TARGET_SHARE * limits.target) == 400
+    assert limits.turn_aim(600, 600) == 400
+    assert limits.turn_aim(601, 601) is None
+    # A one-token cycle under a fractional trigger: the 100 whole turns after this one fit
+    # (899 + 1 + 100 <= 1000.5); aiming at the target, 900, the hundredth would not.
+    limits = dataclasses.replace(limits, trigger=1000.5, target=900)
+    assert limits.turn_aim(1, 1) == 899

@@ -302,3 +302,20 @@ def test_a_reading_is_implausible_only_against_a_known_request_and_room(
     assert not implausible(reading, None, None)
     above = reading > known and reading > IMPLAUSIBLE_FACTOR * known
     assert implausible(reading, known, known) == above
+
+
+@pytest.mark.parametrize(
+    ("reading", "carried", "room", "rejected"),
+    [
+        (10_000, 1_000, 10_000, False),  # exactly the room: the request could hold it
+        (10_001, 1_000, 10_000, True),
+        (2_000, 1_000, 1_500, False),  # exactly the factor times what was carried
+        (2_001, 1_000, 1_500, True),
+    ],
+)
+def test_a_reading_at_either_bound_is_believed_and_one_token_over_both_is_not(
+    reading: int, carried: int, room: int, *, rejected: bool
+) -> None:
+    # Both bounds are strict: the estimator may be a little off and the room is a hard cap.
+    assert implausible(reading, carried, room) == rejected
+    assert ReadingGate().admit(reading, carried, room, report=False) == (not rejected)

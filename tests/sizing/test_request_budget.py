@@ -542,8 +542,12 @@ def _raises() -> object:
     raise RuntimeError("the coordinator cannot list its tools")
 
 
+# Named ids: a function's repr holds its address, which changes on every run, and a test id must
+# not (mutmut keeps which tests reach which function by id between runs).
 @pytest.mark.parametrize(
-    "source", [lambda: 42, lambda: None, lambda: "read_file", _raises], ids=repr
+    "source",
+    [lambda: 42, lambda: None, lambda: "read_file", _raises],
+    ids=["number", "None", "string", "raises"],
 )
 async def test_a_tool_source_that_lists_nothing_usable_holds_nothing_back(
     source: Any, caplog: pytest.LogCaptureFixture

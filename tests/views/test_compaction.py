@@ -80,6 +80,12 @@ async def test_first_rung_truncates_the_oldest_tool_results_only() -> None:
     assert first["content"].endswith("...")
     assert first["_original_tokens"] > 1000
     assert f"~{first['_original_tokens']} tokens" in first["content"]
+    # The notice counts them, and nothing else was done.
+    [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    assert (
+        f"of the first {len(history)}, {len(shortened)} tool results shortened."
+        in (notice["content"])
+    )
     assert first["tool_call_id"] == "t0_0" and first["name"] == "bash", "other keys kept"
     assert history[2]["content"] == BIG, "history untouched"
 
@@ -301,6 +307,8 @@ async def test_extreme_pressure_stubs_a_long_non_prompt_user_message() -> None:
         == '[User message compacted - original: "' + ("context dump " * 5)[:50] + '..."]'
     )
     assert stubs[0]["_original_length"] == len("context dump " * 900)
+    [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    assert "1 long messages reduced to a stub." in notice["content"]
 
 
 async def test_the_recent_floor_counts_shown_messages_not_system_ones() -> None:
@@ -386,3 +394,36 @@ async def test_every_view_is_valid_and_history_untouched(
     snapshot = copy.deepcopy(await manager.get_messages())
     await manager.get_messages_for_request()
     assert await manager.get_messages() == snapshot
+
+
+async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalation() -> None:
+    # "of the first N, X are left out": N is the history's length when the escalation was
+    # made, X how many of those its view leaves out; both kept by the notice until the next
+    # escalation, however long the history grows meanwhile.
+    manager = SimpleContextManager(max_tokens=12_000)
+    await manager.add_message({"role": "user", "content": "Fix the failing build please."})
+    said: list[tuple[int, int, int, int]] = []  # history length, messages shown, N, X
+    for t in range(14):
+        await manager.add_message({"role": "user", "content": f"step {t}: fix the build"})
+        await manager.add_message(call([f"c{t}"]))
+        await manager.add_message(result(f"c{t}", "line of build output that goes on\n" * 120))
+        view = await manager.get_messages_for_request()
+        notices = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+        if notices:
+            first_line = notices[0]["content"].splitlines()[1]
+            counted, left_out = (
+                first_line.split("of the first ")[1].split(" are left out")[0].split(", ")
+            )
+            shown = len(view) - len(notices)
+            said.append((len(await manager.get_messages()), shown, int(counted), int(left_out)))
+    firsts = [first for _, _, first, _ in said]
+    assert len(set(firsts)) > 1, "the session escalates more than once"
+    assert len(set(firsts)) < len(firsts), "a notice outlives the request that made it"
+    previous: tuple[int, int] | None = None
+    for length, shown, first, left_out in said:
+        if previous is not None and (first, left_out) == previous:
+            continue  # the notice of an earlier escalation, as it was
+        # A new escalation: counted now, and its view shows exactly the rest of the history.
+        assert first == length
+        assert first - left_out == shown
+        previous = (first, left_out)

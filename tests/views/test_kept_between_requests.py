@@ -10,6 +10,7 @@ import gc
 import itertools
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from amplifier_module_context_simple import ContextConfig, SimpleContextManager
@@ -38,11 +39,11 @@ def _is_notice(message: dict[str, Any]) -> bool:
     return message.get("metadata", {}).get("source") == "context-compaction"
 
 
-async def test_the_notice_is_reused_only_while_it_reads_the_same() -> None:
-    manager = SimpleContextManager(max_tokens=12_000)
+@pytest.mark.parametrize("verbosity", ["minimal", "normal", "verbose"])
+async def test_the_notice_is_reused_only_while_it_reads_the_same(verbosity: str) -> None:
+    manager = SimpleContextManager(max_tokens=12_000, compaction_notice_verbosity=verbosity)
     await manager.add_message({"role": "user", "content": "Fix the failing build please."})
     state = manager._state  # pyright: ignore[reportPrivateUsage]
-    verbosity = manager.config.compaction_notice_verbosity
     notices: list[dict[str, Any]] = []
     escalations: set[int] = set()
     for t in range(40):
