@@ -54,11 +54,11 @@ def notice_message(figures: NoticeFigures, verbosity: str) -> Message:
     summary = "Earlier messages were compacted"
     # Only what happened is stated: "0 are left out" tells the model nothing.
     done = [
-        f"{count} {what}"
-        for count, what in (
-            (figures.removed, "are left out"),
-            (figures.truncated, "tool results shortened"),
-            (figures.stubbed, "long messages reduced to a stub"),
+        f"{count} {one if count == 1 else many}"
+        for count, one, many in (
+            (figures.removed, "is left out", "are left out"),
+            (figures.truncated, "tool result shortened", "tool results shortened"),
+            (figures.stubbed, "long message reduced to a stub", "long messages reduced to a stub"),
         )
         if count
     ]

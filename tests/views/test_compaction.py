@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 from typing import Any
 
 from amplifier_core.message_models import Message
@@ -308,7 +309,7 @@ async def test_extreme_pressure_stubs_a_long_non_prompt_user_message() -> None:
     )
     assert stubs[0]["_original_length"] == len("context dump " * 900)
     [notice] = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
-    assert "1 long messages reduced to a stub." in notice["content"]
+    assert "1 long message reduced to a stub." in notice["content"]
 
 
 async def test_the_recent_floor_counts_shown_messages_not_system_ones() -> None:
@@ -411,9 +412,9 @@ async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalat
         notices = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
         if notices:
             first_line = notices[0]["content"].splitlines()[1]
-            counted, left_out = (
-                first_line.split("of the first ")[1].split(" are left out")[0].split(", ")
-            )
+            counted, left_out = re.split(
+                r" (?:are|is) left out", first_line.split("of the first ")[1]
+            )[0].split(", ")
             shown = len(view) - len(notices)
             said.append((len(await manager.get_messages()), shown, int(counted), int(left_out)))
     firsts = [first for _, _, first, _ in said]

@@ -51,14 +51,16 @@ def test_the_notice_is_an_ephemeral_user_message_from_its_source() -> None:
         (0, 0, 0, f"{HEAD}."),
         (4, 0, 0, f"{HEAD}: of the first 30, 4 are left out."),
         (0, 2, 0, f"{HEAD}: of the first 30, 2 tool results shortened."),
-        (0, 0, 1, f"{HEAD}: of the first 30, 1 long messages reduced to a stub."),
+        (0, 0, 1, f"{HEAD}: of the first 30, 1 long message reduced to a stub."),
+        (0, 0, 3, f"{HEAD}: of the first 30, 3 long messages reduced to a stub."),
+        (1, 1, 0, f"{HEAD}: of the first 30, 1 is left out and 1 tool result shortened."),
         (4, 2, 0, f"{HEAD}: of the first 30, 4 are left out and 2 tool results shortened."),
         (
             4,
             2,
             1,
             f"{HEAD}: of the first 30, 4 are left out, 2 tool results shortened and "
-            "1 long messages reduced to a stub.",
+            "1 long message reduced to a stub.",
         ),
     ],
 )
