@@ -1,11 +1,15 @@
-"""``hard_fit``'s last check (``check_fits``): a view fits up to its budget exactly, and a
-request whose fixed parts leave no room says what to change."""
+"""Retention by the manager (any iterable of bodies, never one string) and ``hard_fit``'s
+last check (``check_fits``): a view fits up to its budget exactly, and a request whose fixed parts
+leave no room says what to change."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from amplifier_core.llm_errors import ContextLengthError
 
+from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.planning._plan import RequestPlan
 from amplifier_module_context_simple.readings._meter_stats import MeterStats
 from amplifier_module_context_simple.session._retention import check_fits
@@ -46,8 +50,12 @@ def _plan(view_tokens: int, *, starved: bool = False) -> RequestPlan:
 
 def test_a_view_exactly_at_its_budget_fits() -> None:
     check_fits(_plan(BUDGET))
-    with pytest.raises(ContextLengthError, match=f"needs ~{BUDGET + 1} tokens"):
+    with pytest.raises(ContextLengthError, match=f"needs ~{BUDGET + 1} tokens") as caught:
         check_fits(_plan(BUDGET + 1))
+    assert (
+        "after every compaction step; the system prompt, the first and latest prompts and the "
+        "retained reminders cannot be reduced"
+    ) in str(caught.value)
 
 
 def test_a_starved_request_names_what_would_make_room() -> None:
@@ -56,3 +64,51 @@ def test_a_starved_request_names_what_would_make_room() -> None:
     assert str(caught.value).endswith(
         "send fewer or smaller tools, ask for less output, or use a larger window"
     )
+
+
+REMINDER = "<system-reminder>keep me</system-reminder>"
+ENVELOPE = {"role": "user", "content": REMINDER, "metadata": {"ephemeral": True, "persisted": True}}
+
+
+async def _manager(history: list[dict[str, Any]]) -> SimpleContextManager:
+    manager = SimpleContextManager(protected_recent=0.0)
+    for message in history:
+        await manager.add_message(message)
+    return manager
+
+
+async def test_the_bodies_may_come_from_any_iterable_read_once() -> None:
+    history = [
+        {"role": "user", "content": "first"},
+        ENVELOPE,
+        *({"role": "user", "content": f"filler {i} " + "w " * 300} for i in range(6)),
+        {"role": "user", "content": "last"},
+    ]
+    manager = await _manager(history)
+    view = await manager.get_messages_for_request_retaining(
+        retain_contents=iter([REMINDER]), token_budget=1_500
+    )
+    assert manager.compaction_level > 0
+    assert any(m.get("content") == REMINDER for m in view), "the named reminder is kept"
+
+
+async def test_one_string_is_refused_as_a_string() -> None:
+    manager = await _manager([{"role": "user", "content": "first"}, ENVELOPE])
+    with pytest.raises(TypeError, match="not one string"):
+        await manager.get_messages_for_request_retaining(retain_contents=REMINDER)
+
+
+async def test_a_history_that_never_settles_is_refused_by_name() -> None:
+    first = [{"role": "user", "content": "first"}, ENVELOPE, {"role": "user", "content": "x"}]
+    moved = [first[0], first[2], ENVELOPE]
+    manager = await _manager(first)
+    turns = iter(range(100))
+
+    async def factory() -> str:
+        # Each plan sees the reminder somewhere else: it never rests where it was planned.
+        await manager.set_messages(moved if next(turns) % 2 == 0 else first)
+        return "system"
+
+    await manager.set_system_prompt_factory(factory)
+    with pytest.raises(RuntimeError, match="the history kept changing while a request was planned"):
+        await manager.get_messages_for_request_retaining(retain_contents=[REMINDER])
