@@ -12,7 +12,7 @@ from amplifier_core.llm_errors import ContextLengthError
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.planning._plan import RequestPlan
 from amplifier_module_context_simple.readings._meter_stats import MeterStats
-from amplifier_module_context_simple.session._retention import check_fits
+from amplifier_module_context_simple.session._retention import check_fits, resolve_retained
 from amplifier_module_context_simple.sizing._budget_record import Budget
 from amplifier_module_context_simple.views._decisions import NO_DECISIONS
 
@@ -94,8 +94,24 @@ async def test_the_bodies_may_come_from_any_iterable_read_once() -> None:
 
 async def test_one_string_is_refused_as_a_string() -> None:
     manager = await _manager([{"role": "user", "content": "first"}, ENVELOPE])
-    with pytest.raises(TypeError, match="not one string"):
+    with pytest.raises(TypeError) as caught:
         await manager.get_messages_for_request_retaining(retain_contents=REMINDER)
+    assert str(caught.value) == "retain_contents must be a collection of strings, not one string"
+
+
+def test_a_body_that_is_not_text_is_named_by_its_type() -> None:
+    with pytest.raises(TypeError) as caught:
+        resolve_retained([ENVELOPE], [REMINDER, 7])
+    assert str(caught.value) == "retain_contents holds a int, expected str"
+
+
+def test_bodies_never_admitted_are_counted_and_one_is_shown() -> None:
+    with pytest.raises(ValueError) as caught:
+        resolve_retained([ENVELOPE], [REMINDER, "b" * 90, "a" * 90])
+    assert str(caught.value) == (
+        "retain_contents names 2 reminder(s) that were never admitted as a persisted ephemeral "
+        f"user message, e.g. {'a' * 80!r}"
+    )
 
 
 async def test_a_history_that_never_settles_is_refused_by_name() -> None:
@@ -110,6 +126,8 @@ async def test_a_history_that_never_settles_is_refused_by_name() -> None:
         return "system"
 
     await manager.set_system_prompt_factory(factory)
-    words = "^context-simple: the history kept changing while a request was planned$"
-    with pytest.raises(RuntimeError, match=words):
+    with pytest.raises(RuntimeError) as caught:
         await manager.get_messages_for_request_retaining(retain_contents=[REMINDER])
+    assert str(caught.value) == (
+        "context-simple: the history kept changing while a request was planned"
+    )
