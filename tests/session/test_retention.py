@@ -100,8 +100,9 @@ async def test_one_string_is_refused_as_a_string() -> None:
 
 
 def test_a_body_that_is_not_text_is_named_by_its_type() -> None:
+    bodies: list[Any] = [REMINDER, 7]
     with pytest.raises(TypeError) as caught:
-        resolve_retained([ENVELOPE], [REMINDER, 7])
+        resolve_retained([ENVELOPE], bodies)
     assert str(caught.value) == "retain_contents holds a int, expected str"
 
 
@@ -112,6 +113,8 @@ def test_bodies_never_admitted_are_counted_and_one_is_shown() -> None:
         "retain_contents names 2 reminder(s) that were never admitted as a persisted ephemeral "
         f"user message, e.g. {'a' * 80!r}"
     )
+    with pytest.raises(ValueError, match="names 1 reminder"):
+        resolve_retained([], [REMINDER])  # an empty history holds none
 
 
 async def test_a_history_that_never_settles_is_refused_by_name() -> None:
