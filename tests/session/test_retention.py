@@ -115,6 +115,10 @@ def test_bodies_never_admitted_are_counted_and_one_is_shown() -> None:
     )
     with pytest.raises(ValueError, match="names 1 reminder"):
         resolve_retained([], [REMINDER])  # an empty history holds none
+    for flags in ({"ephemeral": True}, {"persisted": True}):  # an envelope carries both
+        half = {**ENVELOPE, "metadata": flags}
+        with pytest.raises(ValueError, match="names 1 reminder"):
+            resolve_retained([half], [REMINDER])
 
 
 async def test_a_history_that_never_settles_is_refused_by_name() -> None:
