@@ -26,6 +26,12 @@ def test_a_python_dict_rendering_with_a_nested_repeat_is_read_whole() -> None:
     assert parse_usage_reading(text) == 8
 
 
+def test_only_a_text_braced_end_to_end_is_read_whole() -> None:
+    # Python would read this literal whole (a comment is allowed); the keys, picked one by one,
+    # name input_tokens twice, so the text is refused.
+    assert parse_usage_reading("{'input_tokens': 5, 'details': {'input_tokens': 1}} # x") is None
+
+
 def test_a_rendered_none_is_an_absent_field() -> None:
     assert parse_usage_reading("input_tokens=10 cache_write_tokens=None") == 10
 
