@@ -1,4 +1,5 @@
-"""Usage that arrives as text: which reading of it wins, and how long a text is read at all.
+"""Reading a usage: the bounds of one reading, and usage that arrives as text (which reading
+of it wins, and how long a text is read at all).
 
 The host hands a handler the ``str()`` of anything that is not JSON, so a usage can be JSON
 text, a Python dict rendering or a pydantic ``name=value`` rendering. A text is decoded whole
@@ -10,6 +11,17 @@ those ways disagree, so each rule shows in the reading.
 from __future__ import annotations
 
 from amplifier_module_context_simple.readings._meter import parse_usage_reading
+
+# The largest count a JSON double carries exactly: the largest a reading's field may hold.
+LARGEST = 2**53
+
+
+def test_a_reading_runs_from_one_token_to_the_largest_exact_count() -> None:
+    assert parse_usage_reading({"input_tokens": 1}) == 1
+    assert parse_usage_reading({"input_tokens": 0, "cache_write_tokens": 1}) == 1
+    assert parse_usage_reading({"input_tokens": LARGEST}) == LARGEST
+    assert parse_usage_reading({"input_tokens": LARGEST + 1}) is None
+
 
 # The longest usage text that is read (a real rendering is a few hundred characters).
 LONGEST = 16_384
