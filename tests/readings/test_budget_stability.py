@@ -73,3 +73,12 @@ def test_an_overhead_at_a_steps_edge_is_held_still(edge: int, noise: list[int]) 
         assert held[-1] >= edge + error
     assert held[1:] == sorted(held[1:]) and len(set(held[1:])) <= 2, held
     assert held[-1] <= edge + OVERHEAD_STEP
+
+
+def test_the_held_overhead_comes_down_only_past_two_steps_or_its_share() -> None:
+    # Two steps of room decide for a small figure: 1,024 held, a reading 512 below stays put.
+    assert stepped(1_024, 1_024 - 2 * OVERHEAD_STEP) == 1_024
+    assert stepped(1_024, 1_024 - 2 * OVERHEAD_STEP - 1) == 2 * OVERHEAD_STEP
+    # The share decides for a large one: a tenth of 10,240 is more than two steps.
+    assert stepped(10_240, 10_240 - 1_024) == 10_240
+    assert stepped(10_240, 10_240 - 1_025) == 10_240 - 1_024

@@ -121,6 +121,11 @@ def test_derived_ids_after_a_second_collision_are_spelled_the_same_every_time() 
     assert derived == long[:-5] + "_r2_1" and len(derived) == SHORT_ID_LIMIT
 
 
+def test_a_repeated_id_is_first_derived_from_its_position_alone() -> None:
+    # The shortest spelling comes first: the numbered ones only when it is taken.
+    assert _assign([_call("a"), _call("b"), _call("a")])[2] == ("a_r2",)
+
+
 # --- _render ----------------------------------------------------------------------------------
 
 

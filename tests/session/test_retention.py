@@ -1,0 +1,140 @@
+"""Retention by the manager (any iterable of bodies, never one string) and ``hard_fit``'s
+last check (``check_fits``): a view fits up to its budget exactly, and a request whose fixed parts
+leave no room says what to change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from amplifier_core.llm_errors import ContextLengthError
+
+from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple.planning._plan import RequestPlan
+from amplifier_module_context_simple.readings._meter_stats import MeterStats
+from amplifier_module_context_simple.session._retention import check_fits, resolve_retained
+from amplifier_module_context_simple.sizing._budget_record import Budget
+from amplifier_module_context_simple.views._decisions import NO_DECISIONS
+
+BUDGET = 5_000
+
+
+def _plan(view_tokens: int, *, starved: bool = False) -> RequestPlan:
+    budget = Budget(
+        source="explicit",
+        context_window=None,
+        max_output_tokens=None,
+        reserved_output=None,
+        derived_budget=BUDGET,
+        max_tokens=None,
+        max_tokens_fallback=100_000,
+        capped=False,
+        effective_budget=BUDGET,
+        starved=starved,
+    )
+    stats = MeterStats(
+        "estimate", "estimate", view_tokens, view_tokens, None, BUDGET, 0.0, False, None
+    )
+    return RequestPlan(
+        budget=budget,
+        view=[],
+        view_tokens=view_tokens,
+        decisions=NO_DECISIONS,
+        escalated=None,
+        stats=None,
+        meter_stats=stats,
+        usable_budget=BUDGET,
+        real_budget=BUDGET,
+    )
+
+
+def test_a_view_exactly_at_its_budget_fits() -> None:
+    check_fits(_plan(BUDGET))
+    with pytest.raises(ContextLengthError, match=f"needs ~{BUDGET + 1} tokens") as caught:
+        check_fits(_plan(BUDGET + 1))
+    assert (
+        "after every compaction step; the system prompt, the first and latest prompts and the "
+        "retained reminders cannot be reduced"
+    ) in str(caught.value)
+
+
+def test_a_starved_request_names_what_would_make_room() -> None:
+    with pytest.raises(ContextLengthError) as caught:
+        check_fits(_plan(BUDGET + 1, starved=True))
+    assert str(caught.value).endswith(
+        "send fewer or smaller tools, ask for less output, or use a larger window"
+    )
+
+
+REMINDER = "<system-reminder>keep me</system-reminder>"
+ENVELOPE = {"role": "user", "content": REMINDER, "metadata": {"ephemeral": True, "persisted": True}}
+
+
+async def _manager(history: list[dict[str, Any]]) -> SimpleContextManager:
+    manager = SimpleContextManager(protected_recent=0.0)
+    for message in history:
+        await manager.add_message(message)
+    return manager
+
+
+async def test_the_bodies_may_come_from_any_iterable_read_once() -> None:
+    history = [
+        {"role": "user", "content": "first"},
+        ENVELOPE,
+        *({"role": "user", "content": f"filler {i} " + "w " * 300} for i in range(6)),
+        {"role": "user", "content": "last"},
+    ]
+    manager = await _manager(history)
+    view = await manager.get_messages_for_request_retaining(
+        retain_contents=iter([REMINDER]), token_budget=1_500
+    )
+    assert manager.compaction_level > 0
+    assert any(m.get("content") == REMINDER for m in view), "the named reminder is kept"
+
+
+async def test_one_string_is_refused_as_a_string() -> None:
+    manager = await _manager([{"role": "user", "content": "first"}, ENVELOPE])
+    with pytest.raises(TypeError) as caught:
+        await manager.get_messages_for_request_retaining(retain_contents=REMINDER)
+    assert str(caught.value) == "retain_contents must be a collection of strings, not one string"
+
+
+def test_a_body_that_is_not_text_is_named_by_its_type() -> None:
+    bodies: list[Any] = [REMINDER, 7]
+    with pytest.raises(TypeError) as caught:
+        resolve_retained([ENVELOPE], bodies)
+    assert str(caught.value) == "retain_contents holds a int, expected str"
+
+
+def test_bodies_never_admitted_are_counted_and_one_is_shown() -> None:
+    with pytest.raises(ValueError) as caught:
+        resolve_retained([ENVELOPE], [REMINDER, "b" * 90, "a" * 90])
+    assert str(caught.value) == (
+        "retain_contents names 2 reminder(s) that were never admitted as a persisted ephemeral "
+        f"user message, e.g. {'a' * 80!r}"
+    )
+    with pytest.raises(ValueError, match="names 1 reminder"):
+        resolve_retained([], [REMINDER])  # an empty history holds none
+    for flags in ({"ephemeral": True}, {"persisted": True}):  # an envelope carries both
+        half = {**ENVELOPE, "metadata": flags}
+        with pytest.raises(ValueError, match="names 1 reminder"):
+            resolve_retained([half], [REMINDER])
+
+
+async def test_a_history_that_never_settles_is_refused_by_name() -> None:
+    first = [{"role": "user", "content": "first"}, ENVELOPE, {"role": "user", "content": "x"}]
+    moved = [first[0], first[2], ENVELOPE]
+    manager = await _manager(first)
+    turns = iter(range(100))
+
+    async def factory() -> str:
+        # Each plan sees the reminder somewhere else: it never rests where it was planned.
+        await manager.set_messages(moved if next(turns) % 2 == 0 else first)
+        return "system"
+
+    await manager.set_system_prompt_factory(factory)
+    with pytest.raises(RuntimeError) as caught:
+        await manager.get_messages_for_request_retaining(retain_contents=[REMINDER])
+    assert str(caught.value) == (
+        "context-simple: the history kept changing while a request was planned"
+    )
