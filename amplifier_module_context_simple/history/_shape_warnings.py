@@ -54,9 +54,6 @@ class ShapeWarnings:
         elif (
             role in RESULT_ROLES
             and RESULT_WITHOUT_ID not in self.warned
-            # The id a result almost always has, read before the general lookup: a resume
-            # asks this of every result it stores.
-            and not (type(message.get("tool_call_id")) is str and message["tool_call_id"])
             and not result_ids(message)
         ):
             self.warned.add(RESULT_WITHOUT_ID)

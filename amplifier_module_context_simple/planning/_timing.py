@@ -74,14 +74,7 @@ class Moment:
     at thousands of request points.)
     """
 
-    __slots__ = (
-        "_idle_read",
-        "_idle_seconds",
-        "_index",
-        "_turn_growth",
-        "_turn_start",
-        "_usable",
-    )
+    __slots__ = ("_idle_read", "_idle_seconds", "_index", "_turn_growth", "_turn_start", "_usable")
 
     def __init__(self, index: HistoryIndex, usable: int) -> None:
         self._index = index
