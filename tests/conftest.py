@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tests.mutation_limit import limit_for_mutant_run
 from tests.mutation_order import order_for_mutant_run
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "amplifier_module_context_simple"
@@ -32,6 +34,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with limit_for_mutant_run(item.nodeid, MUTMUT_STATS):
+        return (yield)
 
 
 @pytest.fixture

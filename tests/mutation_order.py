@@ -21,16 +21,23 @@ import pytest
 _MUTANT_MARK = "__mutmut_"
 
 
-def order_for_mutant_run(items: list[pytest.Item], stats_file: Path) -> None:
-    """Sort ``items`` in place, fastest first, inside a mutmut mutant's run; else leave them.
+def mutant_durations(stats_file: Path) -> dict[str, float] | None:
+    """mutmut's measured duration of each test, inside a mutant's run; else None.
 
-    ``stats_file`` is mutmut's ``mutmut-stats.json`` (its measured duration of each test).
+    ``stats_file`` is mutmut's ``mutmut-stats.json``. None also when it cannot be read.
     """
     if _MUTANT_MARK not in os.environ.get("MUTANT_UNDER_TEST", ""):
-        return
+        return None
     try:
-        durations = json.loads(stats_file.read_text(encoding="utf-8"))["duration_by_test"]
+        return json.loads(stats_file.read_text(encoding="utf-8"))["duration_by_test"]
     except (OSError, ValueError, KeyError):
+        return None
+
+
+def order_for_mutant_run(items: list[pytest.Item], stats_file: Path) -> None:
+    """Sort ``items`` in place, fastest first, inside a mutmut mutant's run; else leave them."""
+    durations = mutant_durations(stats_file)
+    if durations is None:
         return
     # A test mutmut has not timed goes last; sorted() is stable, so ties keep pytest's order.
     items[:] = sorted(items, key=lambda item: durations.get(item.nodeid, float("inf")))
