@@ -95,9 +95,6 @@ def _register_capabilities(coordinator: Any, manager: SimpleContextManager) -> N
     if not callable(register):
         return
     register(CAP_FOREGROUND_USAGE, manager.claim_foreground_usage)
-    retaining = getattr(manager, "get_messages_for_request_retaining", None)
-    if retaining is not None:
-        register(CAP_REQUEST_RETENTION, retaining)
-    measured = getattr(manager, "get_measured_request_view", None)
-    if measured is not None and manager.token_meter == "actual":
-        register(CAP_MEASURED_VIEW, measured)
+    register(CAP_REQUEST_RETENTION, manager.get_messages_for_request_retaining)
+    if manager.token_meter == "actual":
+        register(CAP_MEASURED_VIEW, manager.get_measured_request_view)

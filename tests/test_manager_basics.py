@@ -150,14 +150,27 @@ async def test_mount_on_a_real_coordinator_registers_and_cleans_up() -> None:
     manager = coordinator.mount_points["context"]
     assert isinstance(manager, SimpleContextManager)
     assert coordinator.hooks.list_handlers().get("llm:response") == ["context-simple-meter"]
-    assert coordinator.get_capability("context.foreground_usage") is not None
-    assert coordinator.get_capability("context.measured_request_view") is not None or not hasattr(
-        manager, "get_measured_request_view"
-    )
+    # The host records the mount under this module's name.
+    assert coordinator.mount_history[-1]["name"] == "context-simple"
+    assert coordinator.get_capability("context.foreground_usage") == manager.claim_foreground_usage
+    retaining = coordinator.get_capability("context.request_retention")
+    assert retaining == manager.get_messages_for_request_retaining
+    measured = coordinator.get_capability("context.measured_request_view")
+    assert measured == manager.get_measured_request_view
     events = await coordinator.collect_contributions("observability.events")
     assert ["context:budget" in e for e in events] == [True]
     await cleanup()
     assert not coordinator.hooks.list_handlers().get("llm:response")
+
+
+async def test_the_measured_request_path_is_offered_only_with_the_actual_meter() -> None:
+    coordinator = MockCoordinator()
+    cleanup = await mount(coordinator, {"token_meter": "estimate"})
+    manager = coordinator.mount_points["context"]
+    assert coordinator.get_capability("context.measured_request_view") is None
+    retaining = coordinator.get_capability("context.request_retention")
+    assert retaining == manager.get_messages_for_request_retaining
+    await cleanup()
 
 
 async def test_mount_twice_is_harmless() -> None:
