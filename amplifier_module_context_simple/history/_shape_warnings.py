@@ -30,8 +30,8 @@ class ShapeWarnings:
     def __init__(self) -> None:
         self.warned: set[str] = set()
 
-    def check_all(self, messages: Iterable[Mapping[str, Any]], start: int = 0) -> None:
-        for index, message in enumerate(messages, start):
+    def check_all(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        for index, message in enumerate(messages):
             if len(self.warned) == len(_KINDS):
                 return
             self.check(message, index)
