@@ -117,6 +117,6 @@ def _listed(tools: object) -> list[object]:
 
 def _attribute(tool: object, name: str) -> Any:
     try:
-        return getattr(tool, name, None)
-    except Exception:  # a property that raises is a missing value here
+        return getattr(tool, name)
+    except Exception:  # missing, or a property that raises: no value either way
         return None

@@ -84,6 +84,33 @@ def test_a_tool_object_is_priced_as_the_definition_the_provider_receives() -> No
     assert estimate_tool_definitions([], None) == 0
 
 
+class Undescribed:
+    name = "ls"
+    parameters: ClassVar[dict[str, Any]] = {"type": "object"}
+
+
+def test_a_tool_without_a_description_is_sent_with_an_empty_one() -> None:
+    assert tool_definition(Undescribed()) == {
+        "name": "ls",
+        "description": "",
+        "input_schema": {"type": "object"},
+    }
+
+
+def test_a_fixed_mapping_of_tools_is_priced_as_its_tools() -> None:
+    cache = ToolDefinitions()
+    cache.use({"read_file": SpecTool(), "glob": SchemaTool()})
+    assert cache.tokens(None) == estimate_tool_definitions([SpecTool(), SchemaTool()], None) > 0
+
+
+@pytest.mark.parametrize(("tools", "named"), [(7, "int"), ("read_file", "str"), (b"ls", "bytes")])
+def test_fixed_tools_that_are_no_list_are_refused_naming_their_type(
+    tools: Any, named: str
+) -> None:
+    with pytest.raises(TypeError, match=f"must be a list of tools, got {named}$"):
+        ToolDefinitions().use(tools)
+
+
 def test_the_cached_estimate_follows_the_set_by_name_and_object() -> None:
     tools: dict[str, Any] = {"read_file": SpecTool()}
     cache = ToolDefinitions()
