@@ -596,6 +596,30 @@ async def test_an_id_declared_twice_among_content_blocks_keeps_its_first_block()
     assert any(r.startswith("duplicate-call-dropped:") for r in manager.view_repairs)
 
 
+@pytest.mark.parametrize(
+    ("metadata", "sent"),
+    [("not a mapping", None), (["a"], None), ({1: "a", "b": 2}, {"1": "a", "b": 2})],
+    ids=repr,
+)
+async def test_metadata_the_host_model_refuses_is_repaired_and_reported(
+    metadata: Any, sent: Any
+) -> None:
+    # Admission refuses such metadata; a subclass writing ``self.messages`` may store it.
+    manager = SimpleContextManager()
+    manager.messages = [{"role": "user", "content": "Go.", "metadata": metadata}]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert view[0].get("metadata") == sent
+    assert any(r.startswith("metadata:") for r in manager.view_repairs)
+
+
+async def test_metadata_the_host_model_accepts_is_no_repair() -> None:
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "Go.", "metadata": {"source": "cli"}})
+    await manager.get_messages_for_request()
+    assert manager.view_repairs == ()
+
+
 @pytest.mark.parametrize("content", [{"rows": [1, 2]}, 42, 2.5, True], ids=repr)
 async def test_content_written_straight_into_the_history_is_sent_as_text_and_reported(
     content: Any,
