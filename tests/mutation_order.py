@@ -10,6 +10,7 @@ test fails, so restoring mutmut's own order here changes no verdict.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -28,6 +29,13 @@ def mutant_durations(stats_file: Path) -> dict[str, float] | None:
     """
     if _MUTANT_MARK not in os.environ.get("MUTANT_UNDER_TEST", ""):
         return None
+    return _durations(stats_file)
+
+
+# Read once per process: each mutant's run is a process of its own, and the file is megabytes
+# (every test asks for its limit, tests/mutation_limit.py).
+@functools.cache
+def _durations(stats_file: Path) -> dict[str, float] | None:
     try:
         return json.loads(stats_file.read_text(encoding="utf-8"))["duration_by_test"]
     except (OSError, ValueError, KeyError):
