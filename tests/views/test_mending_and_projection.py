@@ -147,6 +147,39 @@ async def test_idless_calls_and_results_get_distinct_ids_in_order_and_say_so() -
     assert "id-derived: message at position 2" in manager.view_repairs
 
 
+IDLESS_CALL: Msg = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "name": "ls", "input": {}}],
+}
+
+
+async def test_a_result_copying_an_id_the_module_made_up_answers_nothing() -> None:
+    idless_result = {"role": "user", "content": [{"type": "tool_result", "content": "a.py"}]}
+    view, _ = await view_of([prompt("go"), IDLESS_CALL, idless_result])
+    made_up = view[1]["content"][0]["id"]
+    # A result spelling that id literally answers no call the module named so, whether the call
+    # has its own result or not: the copy is left out as an orphan.
+    copy = {"role": "tool", "tool_call_id": made_up, "content": "stale copy"}
+    for history in (
+        [prompt("go"), IDLESS_CALL, idless_result, copy, answer("done")],
+        [prompt("go"), IDLESS_CALL, copy, answer("done")],
+    ):
+        view, _ = await view_of(history)
+        assert view[1]["content"][0]["id"] == made_up
+        assert "stale copy" not in json.dumps(view)
+
+
+@pytest.mark.parametrize("unusable", [7, True, ["x"]], ids=repr)
+async def test_a_result_whose_id_is_no_text_answers_the_waiting_idless_call(unusable: Any) -> None:
+    odd_result = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": unusable, "content": "a.py"}],
+    }
+    view, _ = await view_of([prompt("go"), IDLESS_CALL, odd_result, answer("done")])
+    assert view[2]["content"][0]["tool_call_id"] == view[1]["content"][0]["id"]
+    assert "a.py" in json.dumps(view[2])
+
+
 async def test_a_foreign_call_carrying_its_id_as_tool_call_id_is_renamed_when_reused() -> None:
     def foreign(call_id: str) -> Msg:
         return {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": call_id}]}
