@@ -10,7 +10,12 @@ import pytest
 from amplifier_core.testing import MockCoordinator
 
 import amplifier_module_context_simple as package
-from amplifier_module_context_simple import SimpleContextManager, check_view, mount
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+    mount,
+)
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -194,9 +199,35 @@ async def test_mount_works_without_hooks_or_capabilities() -> None:
     await cleanup()
 
 
+def test_an_unknown_attribute_is_refused_naming_the_class_and_the_name() -> None:
+    with pytest.raises(
+        AttributeError, match=r"^'SimpleContextManager' object has no attribute 'nope'$"
+    ):
+        SimpleContextManager().nope  # noqa: B018
+
+
 async def test_mount_rejects_bad_config_naming_the_key() -> None:
     with pytest.raises(ValueError, match="compact_threshold"):
         await mount(MockCoordinator(), {"compact_threshold": 7})
+
+
+async def test_a_system_prompt_that_grows_is_counted_at_its_new_size() -> None:
+    rules = "Follow the house rules on naming, tests and commits. " * 150
+    texts = iter(["Be brief.", rules, rules])
+    manager = SimpleContextManager()
+    await manager.set_system_prompt_factory(lambda: next(texts))
+    for turn in range(12):
+        await manager.add_message({"role": "user", "content": f"question {turn} " + "word " * 60})
+        await manager.add_message(
+            {"role": "assistant", "content": f"answer {turn} " + "word " * 60}
+        )
+    budget = 4_000
+    short = await manager.get_messages_for_request(token_budget=budget)
+    assert len(short) == len(manager.messages) + 1  # everything fits beside the short prompt
+    grown = await manager.get_messages_for_request(token_budget=budget)
+    assert grown[0]["content"] == rules
+    assert sum(estimate_message_tokens(m) for m in grown) <= budget
+    assert len(grown) < len(short)
 
 
 async def test_views_share_the_factory_system_message_while_its_text_is_unchanged() -> None:
