@@ -153,6 +153,18 @@ def test_a_repeated_id_is_first_derived_from_its_position_alone() -> None:
     assert _assign([_call("a"), _call("b"), _call("a")])[2] == ("a_r2",)
 
 
+def _idless_call() -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": [{"tool": "t"}]}
+
+
+def test_an_idless_call_is_named_from_its_position_alone() -> None:
+    # Giving an earlier call an id of its own leaves a later call's derived id as it was, so
+    # such an edit moves no later byte of the prompt.
+    later = [_idless_call(), _call("c"), _idless_call()]
+    assert _assign([_idless_call(), *later])[3] == ("call_r3",)
+    assert _assign([_call("x"), *later])[3] == ("call_r3",)
+
+
 # --- _render ----------------------------------------------------------------------------------
 
 
