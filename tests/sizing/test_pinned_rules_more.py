@@ -104,9 +104,7 @@ def test_a_fixed_mapping_of_tools_is_priced_as_its_tools() -> None:
 
 
 @pytest.mark.parametrize(("tools", "named"), [(7, "int"), ("read_file", "str"), (b"ls", "bytes")])
-def test_fixed_tools_that_are_no_list_are_refused_naming_their_type(
-    tools: Any, named: str
-) -> None:
+def test_fixed_tools_that_are_no_list_are_refused_naming_their_type(tools: Any, named: str) -> None:
     with pytest.raises(TypeError, match=f"must be a list of tools, got {named}$"):
         ToolDefinitions().use(tools)
 
