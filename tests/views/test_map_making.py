@@ -4,6 +4,7 @@ ranks its names first is read as of the escalation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from amplifier_module_context_simple.planning._map_maker import MapMaker
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
 from amplifier_module_context_simple.views._map_reading import RECENT_CALLS, PassedNames
+from amplifier_module_context_simple.views._notice import notice_message
 
 Msg = dict[str, Any]
 
@@ -105,3 +107,29 @@ def test_a_map_made_late_is_the_map_made_at_its_escalation() -> None:
     # Ordered after that call, the map does list it first.
     again = late.lines(_order(late, index), lambda _: {})
     assert "late_pick" in again[1]
+
+
+@pytest.mark.parametrize("verbosity", ["minimal", "normal", "verbose"])
+def test_the_map_keeps_to_its_bound_at_the_verbosity_the_notice_is_sent_with(
+    verbosity: str,
+) -> None:
+    # The estimate of a notice is not quite additive: the map's cost beside one verbosity's
+    # fixed lines can be a token off its cost beside another's. Every bound is kept exactly.
+    config = ContextConfig(compaction_notice_verbosity=verbosity)
+    messages: list[Msg] = [{"role": "user", "content": "Read them all."}]
+    for k in range(40):
+        # Names in a script the estimate does not quite add up line by line.
+        path = "資料データ" * (1 + k % 4) + f"_{k}"
+        messages += [call(f"c{k}", path=path), result(f"c{k}", f"{path} 本文 {k}")]
+    index = indexed(messages)
+    maker = MapMaker(config, index)
+    removed = frozenset(range(1, len(messages) - 2))
+    figures = NoticeFigures(len(messages), len(removed), 0, 0, False)
+    plain = estimate_message_tokens(notice_message(figures, verbosity))
+    for bound in range(8, 400):
+        order = LeftOutMap(
+            Decisions(removed=removed), figures, (), bound=bound, length=len(messages)
+        )
+        lines = maker.lines(order, lambda _: {})
+        mapped = notice_message(replace(figures, left_out_map=lines), verbosity)
+        assert estimate_message_tokens(mapped) - plain <= bound
