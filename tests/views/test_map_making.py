@@ -133,3 +133,16 @@ def test_the_map_keeps_to_its_bound_at_the_verbosity_the_notice_is_sent_with(
         lines = maker.lines(order, lambda _: {})
         mapped = notice_message(replace(figures, left_out_map=lines), verbosity)
         assert estimate_message_tokens(mapped) - plain <= bound
+
+
+def test_the_notice_s_own_lines_are_not_charged_to_the_map() -> None:
+    # The notice states its figures in about a hundred tokens; a bound of 60 is the map's
+    # alone, and a few lines fit it.
+    messages = [{"role": "user", "content": "Read them all."}, *reads(40)]
+    index = indexed(messages)
+    maker = MapMaker(ContextConfig(), index)
+    removed = frozenset(range(1, len(messages) - 2))
+    figures = NoticeFigures(len(messages), len(removed), 0, 0, False)
+    assert estimate_message_tokens(notice_message(figures, "normal")) > 60
+    order = LeftOutMap(Decisions(removed=removed), figures, (), bound=60, length=len(messages))
+    assert len(maker.lines(order, lambda _: {})) >= 2
