@@ -551,6 +551,30 @@ async def test_an_id_declared_twice_in_one_message_is_sent_once() -> None:
     assert any("declared twice" in p for p in check_view([doubled]))
 
 
+async def test_a_call_after_a_repeated_id_in_the_same_message_keeps_its_id_and_result() -> None:
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "Read a, then list."})
+    await manager.add_message(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_0", "tool": "read", "arguments": {"p": "a"}},
+                {"id": "call_0", "tool": "read", "arguments": {"p": "a"}},
+                {"id": "call_1", "tool": "ls", "arguments": {}},
+            ],
+        }
+    )
+    await manager.add_message({"role": "tool", "tool_call_id": "call_0", "content": "A"})
+    await manager.add_message({"role": "tool", "tool_call_id": "call_1", "content": "a.py"})
+    view = await manager.get_messages_for_request()
+    [sent] = [m for m in view if m.get("tool_calls")]
+    assert [c["id"] for c in sent["tool_calls"]] == ["call_0", "call_1"]
+    assert [m.get("tool_call_id") for m in view[2:]] == ["call_0", "call_1"]
+    assert view[-1]["content"] == "a.py"
+    assert check_view(view, history=await manager.get_messages()) == []
+
+
 def test_a_reminder_between_a_result_and_a_prompt_is_looked_through() -> None:
     reminder = {"role": "user", "content": "<r/>", "metadata": {"source": "hook"}}
     history = [
