@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..planning._plan import RequestPlan
+from ..views._decisions import CompactionStats
 from ._session import SessionState, deliver
 
 # Logged under the counted walk's name, as before the transaction had a module of its own
@@ -106,22 +107,17 @@ class MeasuredTransaction:
         self._delivering = active
         self._started = self._started or active
 
-    def keep(self) -> bool:
+    def keep(self, stats: CompactionStats) -> bool:
         if self._rollback_asked or self._cancelled():
             self._answer = False
-            self._warn_undone()
+            logger.warning(
+                "context-simple: the measured request was rolled back after context:compaction "
+                "was delivered; hooks saw a compaction (level %s, %s messages removed, %s "
+                "truncated) that did not take effect",
+                stats.strategy_level,
+                stats.messages_removed,
+                stats.messages_truncated,
+            )
             return False
         self._answer = True
         return True
-
-    def _warn_undone(self) -> None:
-        plan = self._plan
-        stats = plan.stats
-        logger.warning(
-            "context-simple: the measured request was rolled back after context:compaction "
-            "was delivered; hooks saw a compaction (level %s, %s messages removed, %s "
-            "truncated) that did not take effect",
-            plan.escalated.level if plan.escalated is not None else "?",
-            stats.messages_removed if stats is not None else 0,
-            stats.messages_truncated if stats is not None else 0,
-        )

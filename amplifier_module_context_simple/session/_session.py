@@ -243,8 +243,9 @@ class DeliveryGuard(Protocol):
         """Told when the ``context:compaction`` delivery starts and when it ends."""
         ...
 
-    def keep(self) -> bool:
-        """Asked after ``context:post_compact``: False rolls the compaction back."""
+    def keep(self, stats: CompactionStats) -> bool:
+        """Asked after ``context:post_compact`` (``stats``: what the hooks were told of): False
+        rolls the compaction back."""
         ...
 
 
@@ -289,7 +290,7 @@ async def deliver(
             finally:
                 if guard is not None:
                     guard.delivering(False)
-            if guard is not None and before is not None and not guard.keep():
+            if guard is not None and before is not None and not guard.keep(stats):
                 state.undo(before)
                 return False
         elif guard is not None:
