@@ -314,20 +314,34 @@ async def test_cancelled_during_delivery_keeps_the_compaction() -> None:
     assert await transaction.commit() is True
 
 
-async def test_rollback_before_delivery_changes_nothing() -> None:
+@pytest.mark.parametrize("how", ["rollback", "is_cancelled"])
+async def test_rollback_before_delivery_changes_nothing(how: str) -> None:
     manager, coordinator = await mounted()
     ref = Ref(manager)
     result = await call(manager, ref)
     transaction = result["transaction"]
     before = state_of(manager)
+    cancelled = False
+    compactions: list[dict[str, Any]] = []
 
     async def on_pre(event: str, data: dict[str, Any]) -> HookResult:
-        transaction.rollback()
+        nonlocal cancelled
+        if how == "rollback":
+            transaction.rollback()
+        else:
+            cancelled = True
+        return HookResult(action="continue")
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        compactions.append(data)
         return HookResult(action="continue")
 
     coordinator.hooks.register("context:pre_compact", on_pre, name="pre")
-    assert await transaction.commit() is False
+    coordinator.hooks.register("context:compaction", on_compaction, name="seen")
+    assert await transaction.commit(is_cancelled=lambda: cancelled) is False
     assert state_of(manager) == before
+    assert compactions == [], "stopped before the commit: no hook hears of a compaction"
+    assert await transaction.commit() is False, "the answer is final"
 
 
 async def test_a_committed_measured_request_leaves_the_state_an_ordinary_one_would() -> None:
