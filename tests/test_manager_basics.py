@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from types import SimpleNamespace
 from typing import Any
@@ -176,6 +177,54 @@ async def test_the_measured_request_path_is_offered_only_with_the_actual_meter()
     retaining = coordinator.get_capability("context.request_retention")
     assert retaining == manager.get_messages_for_request_retaining
     await cleanup()
+
+
+async def test_mount_registers_its_hooks_by_name_and_the_meter_at_its_priority() -> None:
+    coordinator = MockCoordinator()
+
+    async def other(event: str, data: dict[str, Any]) -> None:
+        return None
+
+    coordinator.hooks.register("llm:response", other, priority=10, name="before")
+    coordinator.hooks.register("llm:response", other, priority=90, name="after")
+    cleanup = await mount(coordinator, {})
+    handlers = coordinator.hooks.list_handlers()
+    # The registry runs handlers in priority order: the meter at 50 sits between the two.
+    assert handlers["llm:response"] == ["before", "context-simple-meter", "after"]
+    for event in ("provider:thinking_blocks_dropped", "provider:thinking_binding_retry"):
+        assert handlers[event] == [f"context-simple-thinking-{event}"]
+    await cleanup()
+    assert coordinator.hooks.list_handlers()["llm:response"] == ["before", "after"]
+
+
+async def test_cleanup_awaits_what_an_undo_step_returns_and_logs_one_that_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    undone: list[str] = []
+
+    async def undo_async() -> None:
+        undone.append("async")
+
+    def undo_failing() -> None:
+        raise RuntimeError("already gone")
+
+    steps = iter([undo_async, undo_failing, lambda: undone.append("sync")])
+    mounted: dict[str, Any] = {}
+
+    async def mount_point(point: str, module: Any, name: str | None = None) -> None:
+        mounted[point] = module
+
+    hooks = SimpleNamespace(register=lambda *args, **kwargs: next(steps))
+    coordinator = SimpleNamespace(mount=mount_point, hooks=hooks)
+    cleanup = await mount(coordinator, None)
+    caplog.set_level(logging.DEBUG, logger="amplifier_module_context_simple")
+    await cleanup()
+    # Undone in reverse order; the failing step is logged with its traceback, and the rest run.
+    assert undone == ["sync", "async"]
+    [failed] = [
+        r for r in caplog.records if r.getMessage() == "context-simple: cleanup step failed"
+    ]
+    assert failed.exc_info is not None and "already gone" in str(failed.exc_info[1])
 
 
 async def test_mount_twice_is_harmless() -> None:
