@@ -193,7 +193,7 @@ class IdAssigner:
             attempt += 1
 
     def _calls(self, listed: list[object], in_blocks: list[object], position: int) -> Ids:
-        mapping: dict[str, str] = {}
+        seen: set[str] = set()
         call_map: dict[str, str] = {}
         order: list[str] = []
         # Lists rather than generators: a resume assigns the ids of a whole history at once.
@@ -204,7 +204,7 @@ class IdAssigner:
         idless_count = max(len(listed) - len(good_listed), len(in_blocks) - len(good_in_blocks))
         idless = tuple(self._fresh("call", position) for _ in range(idless_count))
         for value in (*good_listed, *good_in_blocks):
-            if value in mapping:
+            if value in seen:
                 continue
             if value in self._used:
                 view = self._fresh(value, position)
@@ -214,7 +214,7 @@ class IdAssigner:
             else:
                 view = value
             self._used.add(value)
-            mapping[value] = view
+            seen.add(value)
             self._latest[value] = view
             if view != value:
                 call_map[value] = view

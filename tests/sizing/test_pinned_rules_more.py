@@ -163,6 +163,15 @@ def test_an_idless_call_is_named_from_its_position_alone() -> None:
     assert _assign([_call("x"), *later])[3] == ("call_r3",)
 
 
+def test_an_id_providers_refuse_is_spelled_with_its_safe_characters_and_its_position() -> None:
+    # What the agent wrote stays legible in the derived id: each unsafe character becomes "_".
+    assert _assign([_call("call 1"), _call("ok"), _call("fn.read:0")]) == [
+        ("call_1_r0",),
+        ("ok",),
+        ("fn_read_0_r2",),
+    ]
+
+
 # --- _render ----------------------------------------------------------------------------------
 
 
