@@ -180,6 +180,13 @@ async def test_a_result_whose_id_is_no_text_answers_the_waiting_idless_call(unus
     assert "a.py" in json.dumps(view[2])
 
 
+async def test_a_tool_message_naming_its_call_by_tool_use_id_answers_it() -> None:
+    by_tool_use_id = {"role": "tool", "tool_use_id": "c1", "content": "out"}
+    view, manager = await view_of([prompt("go"), call("c1"), by_tool_use_id, answer("done")])
+    assert view[2]["tool_call_id"] == "c1" and view[2]["content"] == "out"
+    assert any(r.startswith("field:") for r in manager.view_repairs)
+
+
 async def test_a_foreign_call_carrying_its_id_as_tool_call_id_is_renamed_when_reused() -> None:
     def foreign(call_id: str) -> Msg:
         return {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": call_id}]}
