@@ -133,6 +133,7 @@ def test_the_map_keeps_to_its_bound_at_the_verbosity_the_notice_is_sent_with(
         lines = maker.lines(order, lambda _: {})
         mapped = notice_message(replace(figures, left_out_map=lines), verbosity)
         assert estimate_message_tokens(mapped) - plain <= bound
+        assert len(lines) != 1, "a heading is never sent without a line under it"
 
 
 def test_the_notice_s_own_lines_are_not_charged_to_the_map() -> None:
