@@ -1,4 +1,5 @@
-"""The per-test CPU limit of mutmut's mutant runs (tests/mutation_limit.py)."""
+"""The plugin tests/conftest.py installs for mutmut's mutant runs: the order of a mutant's
+tests (tests/mutation_order.py) and the CPU-time limit on each (tests/mutation_limit.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -18,9 +21,65 @@ from tests.mutation_limit import (
     limit_for_mutant_run,
     limited_cpu,
 )
+from tests.mutation_order import order_for_mutant_run
 
 MUTANT = "amplifier_module_context_simple.sizing._room.x_made_under__mutmut_3"
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _items(*nodeids: str) -> list[Any]:
+    return [SimpleNamespace(nodeid=nodeid) for nodeid in nodeids]
+
+
+def _stats(tmp_path: Path, durations: dict[str, float]) -> Path:
+    path = tmp_path / "mutmut-stats.json"
+    path.write_text(json.dumps({"duration_by_test": durations}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(params=[None, "", "stats", "fail"])
+def other_run(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain suite, and mutmut's clean, stats and forced-fail runs: no mutant's run."""
+    if request.param is None:
+        monkeypatch.delenv("MUTANT_UNDER_TEST", raising=False)
+    else:
+        monkeypatch.setenv("MUTANT_UNDER_TEST", request.param)
+
+
+# --- the order ---------------------------------------------------------------------------------
+
+
+def test_a_mutant_run_takes_the_fastest_tests_first_and_untimed_ones_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MUTANT_UNDER_TEST", MUTANT)
+    stats = _stats(tmp_path, {"slow": 9.0, "fast": 0.1, "mid": 2.0, "tie": 2.0})
+    items = _items("untimed", "slow", "mid", "fast", "tie")
+    order_for_mutant_run(items, stats)
+    assert [item.nodeid for item in items] == ["fast", "mid", "tie", "slow", "untimed"]
+
+
+@pytest.mark.usefixtures("other_run")
+def test_any_other_run_keeps_pytests_order(tmp_path: Path) -> None:
+    items = _items("slow", "fast")
+    order_for_mutant_run(items, _stats(tmp_path, {"slow": 9.0, "fast": 0.1}))
+    assert [item.nodeid for item in items] == ["slow", "fast"]
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"other": {}}'])
+def test_a_mutant_run_without_usable_durations_keeps_pytests_order(
+    content: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MUTANT_UNDER_TEST", MUTANT)
+    stats = tmp_path / "mutmut-stats.json"
+    if content is not None:
+        stats.write_text(content, encoding="utf-8")
+    items = _items("slow", "fast")
+    order_for_mutant_run(items, stats)
+    assert [item.nodeid for item in items] == ["slow", "fast"]
+
+
+# --- the limit ---------------------------------------------------------------------------------
 
 
 class Expired(Exception):
@@ -35,12 +94,6 @@ def _spin(seconds: float) -> None:
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
-
-
-def _stats(tmp_path: Path, durations: dict[str, float]) -> Path:
-    path = tmp_path / "mutmut-stats.json"
-    path.write_text(json.dumps({"duration_by_test": durations}), encoding="utf-8")
-    return path
 
 
 def test_a_test_gets_more_than_it_took_and_an_untimed_one_the_fixed_bound() -> None:
@@ -87,13 +140,7 @@ def test_inside_a_mutant_run_a_test_is_limited_by_its_measured_duration(
     assert untimed == pytest.approx(UNTIMED_LIMIT_S, abs=0.1)
 
 
-@pytest.mark.parametrize("under_test", [None, "", "stats", "fail"])
-def test_any_other_run_is_not_limited(
-    under_test: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if under_test is None:
-        monkeypatch.delenv("MUTANT_UNDER_TEST", raising=False)
-    else:
-        monkeypatch.setenv("MUTANT_UNDER_TEST", under_test)
+@pytest.mark.usefixtures("other_run")
+def test_any_other_run_is_not_limited(tmp_path: Path) -> None:
     with limit_for_mutant_run("quick", _stats(tmp_path, {"quick": 0.5})):
         assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
