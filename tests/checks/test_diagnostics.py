@@ -1,0 +1,40 @@
+"""The warning that compaction has nothing left to reduce (checks/_diagnostics.py), read
+through the log: its words and figures, and when it is repeated."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from amplifier_module_context_simple.checks._diagnostics import Diagnostics
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_the_warning_names_the_figures_and_what_to_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    Diagnostics().warn_outside_context(measured=31_000, overhead=9_000, budget=30_000)
+    assert _warnings(caplog) == [
+        "context-simple: the last request measured ~31000 tokens of a 30000-token budget and "
+        "compaction has nothing left to reduce; about 9000 tokens of each request are outside "
+        "this context (tool definitions, system overlays): send fewer or smaller tools and "
+        "overlays, raise the budget, or lower protected_recent / protected_tool_results"
+    ]
+
+
+def test_it_is_repeated_only_when_the_overhead_moves_by_more_than_a_tenth(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    diagnostics = Diagnostics()
+    for overhead in (1_000, 1_100, 900, 1_000):  # a tenth of 1,000 either way: no new line
+        diagnostics.warn_outside_context(measured=31_000, overhead=overhead, budget=30_000)
+    assert len(_warnings(caplog)) == 1
+    diagnostics.warn_outside_context(measured=31_000, overhead=1_101, budget=30_000)
+    assert len(_warnings(caplog)) == 2
+    assert "about 1101 tokens" in _warnings(caplog)[-1]
