@@ -651,7 +651,8 @@ async def test_snapshot_restore_is_exact() -> None:
     meter, hooks, _ = _mounted()
     meter.note_request_estimate(500)
     await _emit(hooks, {"usage": {"input_tokens": 800}})
-    meter.note_request_estimate(900)  # left pending on purpose
+    # Left pending on purpose, with what the request accounted for and the room it had.
+    meter.note_request_estimate(900, accounted=850, room=10_000)
     before = meter.snapshot()
     fields_before = (
         meter.latest_reading,
@@ -677,6 +678,14 @@ async def test_snapshot_restore_is_exact() -> None:
     await _emit(hooks, {"usage": {"input_tokens": 900}})
     assert meter.pair_count == 2
     assert meter.size_model == fit_size_model([(500, 800), (900, 900)])
+    # ... and learns from it what a meter that never took the detour learns.
+    twin, twin_hooks, _ = _mounted()
+    twin.note_request_estimate(500)
+    await _emit(twin_hooks, {"usage": {"input_tokens": 800}})
+    twin.note_request_estimate(900, accounted=850, room=10_000)
+    await _emit(twin_hooks, {"usage": {"input_tokens": 900}})
+    assert meter.snapshot() == twin.snapshot()
+    assert meter.learned_overhead == twin.learned_overhead
 
 
 def test_snapshot_is_immutable_and_restore_rejects_foreign_values() -> None:
@@ -684,8 +693,9 @@ def test_snapshot_is_immutable_and_restore_rejects_foreign_values() -> None:
     snap = meter.snapshot()
     with pytest.raises(AttributeError):
         snap.latest_reading = 5  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match="snapshot"):
-        meter.restore({"latest_reading": 5})
+    for restore in (meter.restore, meter.restore_keeping_readings):
+        with pytest.raises(TypeError, match=r"TokenMeter.snapshot\(\), got <class 'dict'>$"):
+            restore({"latest_reading": 5})
 
 
 async def test_recorder_reclaims_after_restore_to_unclaimed_state() -> None:

@@ -290,6 +290,7 @@ async def test_rolled_back_during_delivery_undoes_the_compaction_and_keeps_readi
     assert compaction_state(manager) == before
     assert manager.meter.latest_reading == 4_321, "readings that arrived are kept"
     assert manager.meter.reading_count == readings + 1
+    assert manager.meter.foreground_claimed is True, "the orchestrator still owns the count"
     # The warning names the compaction the hooks saw, in the figures its event carried.
     [warning] = [r.getMessage() for r in caplog.records if "did not take effect" in r.getMessage()]
     assert warning == (
