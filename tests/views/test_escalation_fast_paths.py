@@ -26,7 +26,7 @@ from amplifier_module_context_simple.views._decisions import (
     CompactionStats,
     Decisions,
 )
-from amplifier_module_context_simple.views._forms import ShortForms, truncated
+from amplifier_module_context_simple.views._forms import ShortForms, stubbed, truncated
 from amplifier_module_context_simple.views._ladder import (  # pyright: ignore[reportPrivateUsage]
     _recent_floor,  # pyright: ignore[reportPrivateUsage]
     _relax,  # pyright: ignore[reportPrivateUsage]
@@ -401,3 +401,12 @@ def test_a_rung_shortens_every_result_shown_and_none_left_out(
     _truncate(plan, frozenset(), 1.0, 0, 40)
     results = plan.index.tool_result_positions
     assert set(plan.truncated) == {p for p in results if p not in reference}
+
+
+def test_a_stub_quotes_the_head_of_its_message_with_the_quotes_inside_made_single() -> None:
+    message = {"role": "user", "content": 'Rename "old_name" to "new_name" everywhere. ' * 40}
+    stub = stubbed(message)
+    assert stub["content"] == (
+        "[User message compacted - original: \"Rename 'old_name' to 'new_name' everywhere. "
+        'Rename..."]'
+    )
