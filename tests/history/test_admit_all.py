@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from amplifier_core import HookRegistry, HookResult
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -102,3 +103,16 @@ async def test_a_resume_stores_fresh_copies_and_emits_each_clip_in_order() -> No
     assert "metadata" not in history[2], "the caller's dicts are never changed"
     assert [c["tool_call_id"] for c in clips] == ["a", "b"]
     assert [c["original_text_utf8_bytes"] for c in clips] == [600, 700]
+
+
+async def test_set_messages_stamps_with_the_manager_s_clock_and_refuses_a_non_list() -> None:
+    manager = SimpleContextManager(clock=lambda: datetime(2026, 1, 2, 3, 4, 5, 678_000, UTC))
+    await manager.set_messages(
+        [{"role": "user", "content": "hi"}, {"role": "user", "content": "[x]" * 5}]
+    )
+    assert [m["metadata"]["timestamp"] for m in manager.messages] == [
+        "2026-01-02T03:04:05.678Z"
+    ] * 2
+    with pytest.raises(TypeError, match=r"^set_messages expects a list of messages, got str$"):
+        await manager.set_messages("hi")  # type: ignore[arg-type]
+    assert len(manager.messages) == 2, "nothing admitted is lost"
