@@ -820,3 +820,48 @@ async def test_a_prompt_after_an_unanswered_call_keeps_the_conversations_opening
     # round out and the final turn opened with c1's round, unsigned (anthropic-6).
     assert tokens_of(view) <= 3_000
     assert provider_violations(view, history=manager.messages, thinking=True) == []
+
+
+async def test_a_rewrite_that_brings_a_prompt_back_keeps_the_shortened_results_before_it() -> None:
+    def rounds(tag: str, count: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for k in range(count):
+            call_id = f"{tag}{k}"
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": call_id, "tool": "bash", "arguments": {"cmd": call_id}}],
+                }
+            )
+            out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": f"line {call_id} " * 600}
+            )
+        return out
+
+    history = [
+        {"role": "user", "content": "first task"},
+        *rounds("a", 4),
+        {"role": "assistant", "content": "done a"},
+        {"role": "user", "content": "second task"},
+        *rounds("b", 4),
+        {"role": "assistant", "content": "done b"},
+        {"role": "user", "content": "third task"},
+        *rounds("c", 2),
+    ]
+    manager = SimpleContextManager(max_tokens=9_000)
+    for message in history:
+        await manager.add_message(message)
+    await manager.get_messages_for_request()
+    second = history.index({"role": "user", "content": "second task"})
+    third = history.index({"role": "user", "content": "third task"})
+    shortened = dict(manager.decisions.truncated)
+    assert second in manager.decisions.removed and shortened, "the session this test needs"
+    assert all(second < p < third for p in shortened)
+    # The latest prompt and its rounds are taken back: "second task" is the latest prompt again
+    # and is shown, while the results shortened before the rewrite stay shortened.
+    del manager.messages[third:]
+    view = await manager.get_messages_for_request()
+    assert second not in manager.decisions.removed
+    assert dict(manager.decisions.truncated) == shortened
+    assert check_view(view, history=manager.messages) == []
