@@ -8,6 +8,22 @@ import logging
 import pytest
 
 from amplifier_module_context_simple.checks._diagnostics import Diagnostics
+from amplifier_module_context_simple.sizing._budget_record import Budget
+
+
+def _budget(learned: int) -> Budget:
+    return Budget(
+        source="max_tokens_fallback",
+        context_window=None,
+        max_output_tokens=None,
+        reserved_output=None,
+        derived_budget=20_000,
+        max_tokens=20_000,
+        max_tokens_fallback=20_000,
+        capped=False,
+        effective_budget=20_000,
+        learned_overhead_tokens=learned,
+    )
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -38,3 +54,20 @@ def test_it_is_repeated_only_when_the_overhead_moves_by_more_than_a_tenth(
     diagnostics.warn_outside_context(measured=31_000, overhead=1_101, budget=30_000)
     assert len(_warnings(caplog)) == 2
     assert "about 1101 tokens" in _warnings(caplog)[-1]
+
+
+def test_the_learned_overhead_warning_names_it_and_repeats_past_a_tenth(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    diagnostics = Diagnostics()
+    for learned in (1_000, 1_100, 900):  # within a tenth of 1,000: said once
+        diagnostics.warn_learned_overhead(_budget(learned))
+    assert _warnings(caplog) == [
+        "context-simple: the provider counts about 1000 tokens per request that neither the "
+        "view nor the tool definitions account for (hook injections, provider framing); they "
+        "leave the view less than its compaction target: the budget is 20,000 tokens "
+        "(max_tokens_fallback)"
+    ]
+    diagnostics.warn_learned_overhead(_budget(1_101))
+    assert len(_warnings(caplog)) == 2
