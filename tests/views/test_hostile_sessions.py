@@ -823,38 +823,24 @@ async def test_a_prompt_after_an_unanswered_call_keeps_the_conversations_opening
 
 
 async def test_a_rewrite_that_brings_a_prompt_back_keeps_the_shortened_results_before_it() -> None:
-    def rounds(tag: str, count: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for k in range(count):
-            call_id = f"{tag}{k}"
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [{"id": call_id, "tool": "bash", "arguments": {"cmd": call_id}}],
-                }
-            )
-            out.append(
-                {"role": "tool", "tool_call_id": call_id, "content": f"line {call_id} " * 600}
-            )
-        return out
+    def rounds(tag: str, count: int) -> list[Msg]:
+        ids = [f"{tag}{k}" for k in range(count)]
+        return [m for i in ids for m in (call(i), result(i, f"line {i} " * 600))]
 
     history = [
-        {"role": "user", "content": "first task"},
+        prompt("first task"),
         *rounds("a", 4),
-        {"role": "assistant", "content": "done a"},
-        {"role": "user", "content": "second task"},
+        answer("done a"),
+        prompt("second task"),
         *rounds("b", 4),
-        {"role": "assistant", "content": "done b"},
-        {"role": "user", "content": "third task"},
+        answer("done b"),
+        prompt("third task"),
         *rounds("c", 2),
     ]
-    manager = SimpleContextManager(max_tokens=9_000)
-    for message in history:
-        await manager.add_message(message)
+    manager = await manager_with(history, max_tokens=9_000)
     await manager.get_messages_for_request()
-    second = history.index({"role": "user", "content": "second task"})
-    third = history.index({"role": "user", "content": "third task"})
+    second = history.index(prompt("second task"))
+    third = history.index(prompt("third task"))
     shortened = dict(manager.decisions.truncated)
     assert second in manager.decisions.removed and shortened, "the session this test needs"
     assert all(second < p < third for p in shortened)
