@@ -6,6 +6,9 @@ usually dies within seconds. The fork-server mode this project needs (docs/mutat
 passes the same tests in no set order, and a killed mutant then often runs minutes of property
 tests before the one that fails. The order decides only how soon a run ends, never whether a
 test fails, so restoring mutmut's own order here changes no verdict.
+
+``mutant_durations`` (mutmut's measured durations, inside a mutant's run only) is also what
+``tests/mutation_limit.py`` sets each test's limit from.
 """
 
 from __future__ import annotations
