@@ -294,7 +294,7 @@ class WorkingPlan:
             self.stubbed[position] = stubbed
         candidates = self._candidates
         at = bisect_left(candidates, position)
-        if position < self.size and (at == len(candidates) or candidates[at] != position):
+        if at == len(candidates) or candidates[at] != position:
             assert isinstance(candidates, list)  # a range lists every position
             candidates.insert(at, position)
             self._inserted += 1

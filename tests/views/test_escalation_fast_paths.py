@@ -166,6 +166,10 @@ def test_a_walk_over_what_is_shown_reads_removals_and_put_backs_as_it_goes(
                 plan.put_back(target, position)
             elif not back and target > position:
                 plan.take_out(target)
+            # Read between steps, so a listing remembered from before a change would show.
+            assert plan.shown_results() == [
+                p for p in plan.shown_list() if plan.index.facts[p].tool_result
+            ]
     assert visited[0] == visited[1]
     assert fast.shown_list() == [p for p in range(fast.size) if p not in fast.removed]
 
@@ -179,6 +183,27 @@ def test_a_change_mending_undid_is_no_reduction() -> None:
     assert not plan.reduced()
     plan.put_back(4, 3)  # left out by base: showing it is a change
     assert plan.reduced()
+
+
+def test_results_put_back_one_after_another_are_each_listed_as_shown() -> None:
+    plan = _plan(_chat(4), frozenset({2, 5, 8, 11}), frozenset())
+    assert plan.shown_results() == []
+    for result in (2, 5, 8):
+        plan.put_back(result, 0)
+        assert result in plan.shown_results()
+    assert plan.shown_results() == [2, 5, 8]
+
+
+def test_a_shortened_message_left_out_and_put_back_comes_back_shortened() -> None:
+    plan = _plan(_chat(4), frozenset(), frozenset())
+    plan.stub(0, 5)
+    plan.truncate(2, 40)
+    for position in (0, 2):
+        plan.take_out(position)
+    assert not plan.stubbed and not plan.truncated, "left out, a message is shown in no form"
+    for position in (0, 2):
+        plan.put_back(position, 1)
+    assert (dict(plan.stubbed), dict(plan.truncated)) == ({0: 5}, {2: 40})
 
 
 def test_a_step_built_late_holds_the_decisions_of_its_moment() -> None:

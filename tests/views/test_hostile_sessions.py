@@ -481,6 +481,45 @@ def test_decisions_before_a_position_keep_only_what_lies_before_it() -> None:
     assert decisions.before(7) is decisions  # nothing at or after 7: the same object
 
 
+def test_a_rewrite_that_shows_a_prompt_again_keeps_the_stubs_and_relaxed_marks_before_it() -> None:
+    from types import MappingProxyType
+
+    from amplifier_module_context_simple.history._history import HistoryIndex
+    from amplifier_module_context_simple.views._decisions import Decisions
+    from amplifier_module_context_simple.views._turns import after_rewrite
+
+    dump = {"role": "user", "content": "context dump " * 900, "metadata": {"source": "hook"}}
+    history = [
+        prompt("first task"),
+        dump,
+        call("a0"),
+        result("a0", "line a0 " * 600),
+        answer("done a"),
+        prompt("second task"),
+        call("b0"),
+        result("b0", "short"),
+        answer("done b"),
+    ]
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(history, None)
+    # Decided while a third prompt followed at position 9: the second prompt was left out, the
+    # dump stubbed, the first result shortened by a fit pass that relaxed its protection.
+    decisions = Decisions(
+        removed=frozenset({5}),
+        truncated=MappingProxyType({3: 900}),
+        stubbed=MappingProxyType({1: len(dump["content"])}),
+        level=8,
+        escalations=3,
+        relaxed=frozenset({3}),
+    )
+    kept = after_rewrite(index, decisions, 9, 2_000)
+    assert 5 not in kept.removed, "the second prompt is the latest one again: shown"
+    assert dict(kept.stubbed) == dict(decisions.stubbed)
+    assert dict(kept.truncated) == dict(decisions.truncated)
+    assert kept.relaxed == decisions.relaxed
+    assert (kept.level, kept.escalations) == (8, 3)
+
+
 def parallel_call(*call_ids: str) -> Msg:
     """One assistant round calling ``call_ids`` at once."""
     return {

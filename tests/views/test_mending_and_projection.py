@@ -76,8 +76,42 @@ def test_a_protected_prompt_brings_back_the_whole_unit_before_it() -> None:
     # H0, c1, T1, [c2, T2 left out], P (protected): the unit before P comes back, call and
     # result together, even though the walk meets the result first.
     messages = [prompt("H0"), call("c1"), result("c1"), call("c2"), result("c2"), prompt("P")]
-    plan = mend(messages, {3, 4}, {0, 5})
+    plan = plan_for(messages, {3, 4})
+    before = plan.usage
+    mend_turns(plan, frozenset({0, 5}), 250, None)
     assert plan.removed == set()
+    assert plan.usage == before + sum(estimate_message_tokens(m) for m in messages[3:5])
+
+
+def test_a_system_message_before_a_prompt_is_looked_past_to_what_the_prompt_follows() -> None:
+    # H0, c1, T1, [A], S, P (protected): S is sent apart from the turns, so P follows A.
+    system = {"role": "system", "content": "Mind the tests."}
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), system, prompt("P")]
+    plan = mend(messages, {3}, {0, 5})
+    assert plan.removed == set()
+
+
+def test_a_history_that_opens_with_a_call_has_its_answer_restored_too() -> None:
+    # c0 (no result yet), [A], P (protected): the answer at position 1 comes back.
+    messages = [call("c0"), answer("A"), prompt("P")]
+    plan = mend(messages, {1}, {2})
+    assert plan.removed == set()
+
+
+def test_a_shortened_result_left_out_and_restored_is_counted_shortened() -> None:
+    # H0, c1, T1, c2, T2 (shortened, then left out with its call), P (protected).
+    long_result = {"role": "tool", "tool_call_id": "c2", "content": "output line\n" * 400}
+    messages = [prompt("H0"), call("c1"), result("c1"), call("c2"), long_result, prompt("P")]
+    plan = plan_for(messages, set())
+    plan.truncate(4, estimate_message_tokens(long_result))
+    plan.take_out(3)
+    plan.take_out(4)
+    before = plan.usage
+    mend_turns(plan, frozenset({0, 5}), 250, None)
+    assert plan.removed == set() and 4 in plan.truncated
+    shortened = plan.forms.truncated_tokens(4, estimate_message_tokens(long_result), 250)
+    assert shortened < estimate_message_tokens(long_result)
+    assert plan.usage == before + estimate_message_tokens(messages[3]) + shortened
 
 
 def test_after_a_restore_the_walk_starts_afresh() -> None:
@@ -277,3 +311,20 @@ def test_an_escalation_whose_only_change_is_a_restore_keeps_it() -> None:
     assert steps, "the restore was dropped: the view still shows H1 right after T1"
     shown = [p for p in range(len(messages)) if p not in steps[-1].decisions.removed]
     assert shown == [0, 1, 2, 3, 4]
+
+
+def test_a_rewrite_that_makes_an_older_prompt_the_latest_restores_what_it_followed() -> None:
+    from amplifier_module_context_simple.views._turns import after_rewrite
+
+    # Decided while "third" (position 8) was the latest prompt: "second" and the answer before
+    # it were left out. The rewrite takes "third" away; "second" is shown again, and so is the
+    # answer, or "second" would land in the round a0.
+    messages = [
+        prompt("first"), call("a0"), result("a0"), answer("done a"),
+        prompt("second"), call("b0"), result("b0"), answer("done b"),
+    ]  # fmt: skip
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(messages, None)
+    kept = after_rewrite(index, Decisions(removed=frozenset({3, 4}), level=5), 8, 250)
+    assert kept.removed == set()
+    assert kept.level == 5
