@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import (
+    ContextConfig,
     SimpleContextManager,
     check_view,
     estimate_message_tokens,
@@ -566,3 +567,149 @@ async def test_a_measured_compaction_reports_the_view_that_goes_out() -> None:
     view = result["base_view"]
     assert payload["after_messages"] == len(view)
     assert payload["after_tokens"] == sum(estimate_message_tokens(m) for m in view)
+
+
+# ------------------------------------------------------------------ what the result reports
+
+
+async def test_the_result_names_the_budget_and_the_figures_the_walk_compared_with() -> None:
+    manager, recorder = await measured(max_tokens=20_000)
+    ref = Ref(manager)
+    result = await call(manager, ref)
+    assert result["outcome"] == "target_reached"
+    assert await result["transaction"].commit() is True
+    [event] = recorder.named("context:compaction")
+    # The usable budget and the target, as the compaction reports them; the trigger is the
+    # configured share of that budget, reported whole.
+    assert result["policy_budget"] == event["budget"] < 20_000
+    assert result["target"] == event["target_tokens"]
+    config = ContextConfig()
+    assert result["trigger"] == int(config.compact_threshold * result["policy_budget"])
+    assert isinstance(result["trigger"], int)
+    first = ref.envelopes[0]["budget_decision"]["measurement"]["input_tokens"]
+    assert result["measured_before"] == first >= result["trigger"], "it escalated on the count"
+    assert result["measured_after"] <= result["target"] < first
+    assert result["unusable_reason"] is None, "every count was usable"
+    assert result["count_calls"] == len(ref.counted)
+
+
+async def test_an_uncounted_request_that_needs_no_compaction_sends_the_view_it_had_counted() -> (
+    None
+):
+    manager, _ = await measured(max_tokens=1_000_000)
+    ref = Ref(manager, faults={1: "none"})
+    result = await call(manager, ref)
+    assert result["outcome"] == "measurement_unavailable"
+    assert result["base_view"] is ref.counted[0]
+    assert result["final_attempt"] is ref.envelopes[0]
+    assert result["count_calls"] == 1
+    assert result["measured_after"] is None
+
+
+async def test_an_uncounted_request_that_compacts_reports_the_count_of_what_goes_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="amplifier_module_context_simple")
+    manager, recorder = await measured(max_tokens=12_000)
+    # The first count has no measurement; the recount of the estimate's view has one.
+    ref = Ref(manager, faults={1: "none"})
+    result = await call(manager, ref)
+    assert result["outcome"] == "measurement_unavailable"
+    assert result["count_calls"] == len(ref.counted) == 2
+    assert result["base_view"] is ref.counted[1]
+    recount = ref.envelopes[1]["budget_decision"]["measurement"]["input_tokens"]
+    assert result["measured_after"] == recount
+    assert await result["transaction"].commit() is True
+    [event] = recorder.named("context:compaction")
+    assert event["measured_after"] == recount
+    assert event["measurement_source"] == "ref-count"
+    [record] = [r for r in caplog.records if "unusable" in r.getMessage()]
+    assert record.levelno == logging.WARNING, "a count in the wrong shape is a bug"
+    assert record.name == "amplifier_module_context_simple.session._measured"
+    assert record.getMessage() == (
+        "context-simple: measured request view: the provider's count is unusable "
+        f"({result['unusable_reason']}); planned on the estimate"
+    )
+
+
+async def test_a_request_the_orchestrator_did_not_count_is_logged_as_information(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="amplifier_module_context_simple")
+    manager, _ = await measured(max_tokens=1_000_000)
+    result = await call(manager, Ref(manager, faults={1: "not_counted"}))
+    [record] = [r for r in caplog.records if "unusable" in r.getMessage()]
+    assert record.levelno == logging.INFO
+    assert result["unusable_reason"] in record.getMessage()
+
+
+async def test_the_estimate_fallback_keeps_protected_content_whole() -> None:
+    # Everything is protected and over the budget, but within the provider's limit: without a
+    # count the module plans on its estimate and does not relax protection (the orchestrator's
+    # count decides whether the request can go).
+    manager, _ = await measured(max_tokens=4_000, protected_recent=1.0, protected_tool_results=50)
+    ref = Ref(manager, faults_from=(1, "none"))
+    result = await call(manager, ref)
+    assert result["outcome"] == "measurement_unavailable"
+    view = result["base_view"]
+    assert not any(m.get("_truncated") for m in view if m.get("role") == "tool")
+    assert sum(1 for m in view if m.get("role") == "tool") == 24
+
+
+async def test_stopping_at_the_protected_floor_is_logged_with_its_figures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    manager, _ = await measured(max_tokens=4_000, protected_recent=1.0, protected_tool_results=50)
+    result = await call(manager, Ref(manager))
+    assert result["outcome"] == "protected_floor"
+    [record] = [r for r in caplog.records if "protected floor" in r.getMessage()]
+    assert record.getMessage() == (
+        "context-simple: measured compaction stopped at the protected floor "
+        f"({result['measured_after']} tokens against a target of {result['target']}): "
+        "protected content is larger than the target"
+    )
+    assert result["measured_after"] > result["target"]
+
+
+async def test_a_count_at_the_trigger_escalates_and_one_below_it_does_not() -> None:
+    manager, _ = await measured(max_tokens=20_000)
+    probe = await call(manager, Ref(manager))  # never committed: it only reads the trigger
+    trigger = probe["trigger"]
+
+    def counting(first: int) -> Any:
+        ref = Ref(manager)
+
+        async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
+            envelope = await ref.count_view(view)
+            if len(ref.counted) == 1:  # the first candidate counts exactly ``first``
+                decision = envelope["budget_decision"]
+                decision["measurement"]["input_tokens"] = first
+                decision["estimated_input_tokens"] = first
+            return envelope
+
+        return count_view
+
+    for first, outcome in ((trigger - 1, "not_needed"), (trigger, "target_reached")):
+        result = await manager.get_measured_request_view(
+            provider=None, retain_contents=[], count_view=counting(first)
+        )
+        assert (result["measured_before"], result["outcome"]) == (first, outcome)
+
+
+async def test_after_a_measured_compaction_the_next_request_sends_the_same_view() -> None:
+    manager, recorder = await measured(max_tokens=20_000)
+    first = await call(manager, Ref(manager))
+    assert first["outcome"] == "target_reached"
+    assert await first["transaction"].commit() is True
+    # Nothing new: the compaction stands, notice and all, and the next count needs nothing.
+    ref = Ref(manager)
+    again = await call(manager, ref)
+    assert again["outcome"] == "not_needed"
+    assert again["base_view"] == first["base_view"]
+    assert await again["transaction"].commit() is True
+    measured_stats = manager.token_meter_stats
+    ordinary = await manager.get_messages_for_request()
+    assert without_timestamps(ordinary) == without_timestamps(again["base_view"])
+    assert manager.token_meter_stats == measured_stats, "as an ordinary request reads the meter"
+    assert len(recorder.named("context:compaction")) == 1

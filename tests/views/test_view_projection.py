@@ -28,7 +28,7 @@ from amplifier_module_context_simple import (
 from amplifier_module_context_simple.history._ids import IdAssigner
 from amplifier_module_context_simple.history._project import project
 from amplifier_module_context_simple.sizing._features import _CJK  # pyright: ignore[reportPrivateUsage]
-from amplifier_module_context_simple.views._render import truncated
+from amplifier_module_context_simple.views._render import truncated, without_results
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -658,3 +658,36 @@ async def test_content_written_straight_into_the_history_is_sent_as_text_and_rep
     assert_ok(view, manager.messages)
     assert view[-1]["content"] == json.dumps(content, ensure_ascii=False)
     assert any(r.startswith("content-json:") for r in manager.view_repairs)
+
+
+def test_result_blocks_answering_left_out_calls_are_dropped_whatever_names_their_call() -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "gone1", "content": "a"},
+            {"type": "tool_result", "tool_call_id": "gone2", "content": "b"},
+            {"type": "tool_result", "tool_use_id": "kept", "content": "c"},
+            {"type": "text", "text": "and a note"},
+        ],
+    }
+    copy_ = without_results(message, {"gone1", "gone2"}, ("kept",))
+    assert copy_["content"] == [message["content"][2], message["content"][3]]
+    assert "tool_call_id" not in copy_, "a message that named no call names none"
+    assert len(message["content"]) == 4, "the history's message is left as it was"
+
+
+def test_a_tool_call_id_naming_a_left_out_call_points_at_the_call_the_message_answers() -> None:
+    message = {
+        "role": "tool",
+        "tool_call_id": "gone",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "gone", "content": "a"},
+            {"type": "tool_result", "tool_use_id": "kept", "content": "b"},
+        ],
+    }
+    assert without_results(message, {"gone"}, ("kept",))["tool_call_id"] == "kept"
+    # A tool_call_id naming a call that is still shown stays as it is.
+    answering = {**message, "tool_call_id": "kept"}
+    assert without_results(answering, {"gone"}, ("kept",))["tool_call_id"] == "kept"
+    other = {**message, "tool_call_id": "other"}
+    assert without_results(other, {"gone"}, ("kept",))["tool_call_id"] == "other"
