@@ -713,3 +713,121 @@ async def test_after_a_measured_compaction_the_next_request_sends_the_same_view(
     assert without_timestamps(ordinary) == without_timestamps(again["base_view"])
     assert manager.token_meter_stats == measured_stats, "as an ordinary request reads the meter"
     assert len(recorder.named("context:compaction")) == 1
+
+
+def relief_envelope(view: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    """What a ``fit_output`` that found a smaller output allowance returns: one more count."""
+    return {
+        "dispatch": {"messages": view},
+        "budget_decision": {
+            "estimated_input_tokens": tokens,
+            "input_limit_tokens": tokens,
+            "measurement": {"kind": "provider_count", "source": "relief", "input_tokens": tokens},
+        },
+        "count_calls": 1,
+    }
+
+
+async def test_a_floor_over_the_limit_goes_out_with_the_envelope_fit_output_relieved() -> None:
+    manager, recorder = await measured(
+        max_tokens=12_000, protected_recent=1.0, protected_tool_results=50
+    )
+    ref = Ref(manager, limit=5_000)
+    relieved: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+
+    async def fit_output(view: list[dict[str, Any]], attempt: Any) -> dict[str, Any]:
+        assert attempt is ref.envelopes[-1], "asked about the last envelope counted"
+        relieved.append((view, relief_envelope(view, 5_000)))
+        return relieved[-1][1]
+
+    result = await call(manager, ref, fit_output=fit_output)
+    assert result["outcome"] == "reduced_output"
+    [(view, envelope)] = relieved
+    assert result["base_view"] is view is ref.counted[-1]
+    assert result["final_attempt"] is envelope
+    assert (result["measured_after"], result["count_calls"]) == (5_000, len(ref.counted) + 1)
+    assert await result["transaction"].commit() is True
+    [event] = recorder.named("context:compaction")
+    assert (event["outcome"], event["measurement_source"]) == ("reduced_output", "relief")
+    assert manager.compaction_level > 0
+
+
+async def test_a_floor_over_the_limit_that_fit_output_cannot_relieve_is_refused() -> None:
+    manager, _ = await measured(max_tokens=12_000, protected_recent=1.0, protected_tool_results=50)
+    before = state_of(manager)
+    ref = Ref(manager, limit=5_000)
+
+    async def no_relief(view: list[dict[str, Any]], attempt: Any) -> None:
+        return None
+
+    with pytest.raises(ContextLengthError) as refused:
+        await call(manager, ref, fit_output=no_relief)
+    last = ref.envelopes[-1]["budget_decision"]
+    assert str(refused.value) == (
+        f"context-simple: the request is ~{last['estimated_input_tokens']} input tokens by the "
+        "provider's count and its limit is 5000, after every legal compaction step; shorten "
+        "the system prompt, the first or latest prompt, or the retained reminders"
+    )
+    assert state_of(manager) == before
+
+
+async def test_the_walk_stops_at_the_first_count_within_the_target_and_returns_its_envelope() -> (
+    None
+):
+    for max_tokens, outcome in ((20_000, "target_reached"), (4_000, "protected_floor")):
+        manager, _ = await measured(max_tokens=max_tokens)
+        ref = Ref(manager)
+        result = await call(manager, ref)
+        assert result["outcome"] == outcome
+        assert result["final_attempt"] is ref.envelopes[-1]
+        assert result["base_view"] is ref.counted[-1]
+        counts = [e["budget_decision"]["measurement"]["input_tokens"] for e in ref.envelopes]
+        assert all(c > result["target"] for c in counts[:-1]), "no count after the target"
+
+
+async def test_a_count_exactly_at_the_target_reaches_it() -> None:
+    manager, _ = await measured(max_tokens=20_000)
+    probe = await call(manager, Ref(manager))  # never committed: it only reads the target
+    target = probe["target"]
+    ref = Ref(manager)
+
+    async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
+        envelope = await ref.count_view(view)
+        if len(ref.counted) == 2:  # the first rung's view counts exactly the target
+            decision = envelope["budget_decision"]
+            decision["measurement"]["input_tokens"] = target
+            decision["estimated_input_tokens"] = target
+        return envelope
+
+    result = await manager.get_measured_request_view(
+        provider=None, retain_contents=[], count_view=count_view
+    )
+    assert (result["measured_after"], result["outcome"]) == (target, "target_reached")
+    assert result["count_calls"] == 2
+
+
+async def test_the_measured_path_without_an_actual_meter_says_how_to_enable_it() -> None:
+    manager = SimpleContextManager()
+    await session(manager)
+    with pytest.raises(RuntimeError) as refused:
+        await call(manager, Ref(manager))
+    assert str(refused.value) == (
+        "get_measured_request_view needs token_meter='actual' in the context-simple config"
+    )
+
+
+async def test_a_measured_floor_over_the_budget_is_reported_at_its_counted_size(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    manager, _ = await measured(max_tokens=4_000)
+    # Tool definitions come off the view's share of the budget, not off the whole request's.
+    tool = {"name": "bash", "description": "Run a command. " * 40, "input_schema": {}}
+    manager.set_tool_definitions([tool])
+    result = await call(manager, Ref(manager))
+    assert result["outcome"] == "protected_floor"
+    assert await result["transaction"].commit() is True
+    # The walk's counts size the view: the warning states what the provider counted (tools
+    # and all), against the budget of the whole request.
+    [record] = [r for r in caplog.records if "is over the budget" in r.getMessage()]
+    assert record.args == (result["measured_after"], 4_000)
