@@ -76,6 +76,8 @@ def _jpeg_size(data: str, head: bytes) -> tuple[int, int]:
             break
         marker = seg[1]
         if marker in _SOF_MARKERS:
+            if len(seg) < 9:
+                break  # the data ends inside the frame header: part of a size is no size
             return int.from_bytes(seg[7:9], "big"), int.from_bytes(seg[5:7], "big")
         if marker in (0xD9, 0xDA):  # end of image or start of scan: no frame header
             break
