@@ -437,6 +437,18 @@ def test_close_estimates_fall_back_to_the_one_pair_rule_on_the_newest() -> None:
     assert fit_size_model([(10_000, 10_000), (10_100, 14_000)]) == SizeModel(3_900, 1.0)
 
 
+def test_estimates_a_tenth_apart_are_enough_to_fit_a_slope() -> None:
+    # The spread rule is "at least a tenth of the largest": exactly a tenth fits a slope.
+    model = fit_size_model([(900, 1_800), (1_000, 2_000)])
+    assert (model.k, model.sloped) == (2.0, True)
+    closer = fit_size_model([(901, 1_802), (1_000, 2_000)])
+    assert (closer.k, closer.sloped) == (1.0, False)
+
+
+def test_a_view_estimated_at_one_token_is_a_pair_like_any_other() -> None:
+    assert fit_size_model([(1, 40)]) == SizeModel(39, 1.0)
+
+
 def test_a_run_of_similar_views_keeps_the_slope_already_identified() -> None:
     sloped = fit_size_model([(5_000, 10_000), (10_000, 20_000)])
     assert sloped.k == 2.0
