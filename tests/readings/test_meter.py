@@ -647,6 +647,94 @@ def test_a_rejected_reading_awaits_confirmation_exactly_as_snapshotted() -> None
     assert [r.rejections for r in meter.take_rejections()] == [1], "counted from the snapshot"
 
 
+def test_a_meter_restored_mid_request_answers_as_one_that_never_left() -> None:
+    """Every part of a pending request and of what the meter has learned comes back with a
+    snapshot: the view's accounted size and room, the learned overhead, the gate's hold."""
+
+    def prepared() -> tuple[TokenMeter, Any]:
+        meter = TokenMeter()
+        record = meter.claim_foreground_usage()
+        for _ in range(2):  # implausible twice in a row: confirmed, an overhead is learned
+            meter.note_request_estimate(1_000, accounted=1_000, room=10_000)
+            assert record(input_tokens=50_000)
+        meter.note_request_estimate(1_000, accounted=1_000, room=60_000)
+        assert record(input_tokens=200_000)  # implausible again: held, awaiting confirmation
+        meter.take_rejections()
+        # Left pending: a view of 2,000 that carried 2,500 with tools, in a room of 100,000.
+        meter.note_request_estimate(2_000, accounted=2_500, room=100_000)
+        return meter, record
+
+    meter, record = prepared()
+    twin, twin_record = prepared()
+    before = meter.snapshot()
+    meter.note_request_estimate(5, accounted=5, room=6)  # a detour that is rolled back
+    assert record(input_tokens=7)
+    meter.restore(before)
+    assert meter.learned_overhead == twin.learned_overhead > 0
+    for recorder in (record, twin_record):
+        assert recorder(input_tokens=210_000)  # confirms the held one
+    assert meter.take_rejections() == twin.take_rejections()
+    assert meter.figure(2_000) == twin.figure(2_000) == 210_000
+    assert meter.learned_overhead == twin.learned_overhead
+    assert meter.size_model == twin.size_model
+    # The confirmation released the hold: the next implausible reading waits again.
+    for each, recorder in ((meter, record), (twin, twin_record)):
+        each.note_request_estimate(2_000, accounted=2_500, room=100_000)
+        assert recorder(input_tokens=400_000)
+        assert [r.payload()["reading_tokens"] for r in each.take_rejections()] == [400_000]
+
+
+def test_a_pending_request_restored_keeps_the_room_its_reading_is_judged_in() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(2_000, accounted=2_500, room=100_000)
+    before = meter.snapshot()
+    meter.note_request_estimate(5)  # a detour that is rolled back
+    meter.restore(before)
+    assert record(input_tokens=210_000)
+    [rejection] = meter.take_rejections()
+    assert rejection.payload() == {
+        "reading_tokens": 210_000,
+        "carried_tokens": 2_500,
+        "input_room": 100_000,
+        "rejections": 1,
+    }
+
+
+def test_a_reading_of_equal_input_and_cache_writes_is_their_sum() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    assert record(input_tokens=700, cache_write_tokens=700)
+    assert meter.latest_reading == 1_400
+    assert not record(input_tokens=0, cache_write_tokens=0), "nothing read is no reading"
+
+
+def test_a_rollback_counts_every_reading_that_arrived_meanwhile() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    before = meter.snapshot()
+    for tokens in range(1, 41):  # more than the meter keeps by value
+        assert record(input_tokens=tokens)
+    meter.restore_keeping_readings(before)
+    assert meter.reading_count == 40
+    assert meter.latest_reading == 40
+
+
+def test_a_rejected_reading_replayed_by_a_rollback_is_reported_once() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(2_000, accounted=2_500, room=100_000)
+    before = meter.snapshot()
+    assert record(input_tokens=210_000)  # rejected (and reported) during the request
+    meter.restore_keeping_readings(before)  # the request is rolled back; the reading replayed
+    assert [r.payload()["reading_tokens"] for r in meter.take_rejections()] == [210_000]
+    # Replayed, it is judged as it was: held, so the next such reading confirms it.
+    meter.note_request_estimate(2_000, accounted=2_500, room=100_000)
+    assert record(input_tokens=210_000)
+    assert meter.take_rejections() == ()
+    assert meter.figure(2_000) == 210_000
+
+
 def test_estimates_have_no_upper_bound() -> None:
     meter = TokenMeter()
     record = meter.claim_foreground_usage()
