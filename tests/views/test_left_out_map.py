@@ -216,3 +216,12 @@ async def test_a_call_is_named_by_the_argument_that_holds_a_name() -> None:
         label, _, names = line.partition(": ")
         assert label.removeprefix("- str_replace_editor /work/repo/") not in names.split()
     assert manager.decisions.removed
+
+
+def test_map_lines_are_read_from_the_first_heading_even_if_a_line_repeats_it() -> None:
+    # A tool may be named anything, the heading's words included: the map starts at the
+    # notice's own heading, the first one.
+    lines = ["- read_file: src/app.py", f"- {MAP_HEADING}: tests/test_app.py"]
+    text = "Some of this conversation was left out.\n" + MAP_HEADING + "\n" + "\n".join(lines)
+    assert map_lines_of(text + "\n\nAsk again for what you need.") == lines
+    assert map_lines_of("no map here") == []
