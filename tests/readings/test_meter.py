@@ -457,6 +457,9 @@ def test_a_run_of_similar_views_keeps_the_slope_already_identified() -> None:
     kept = fit_size_model(similar, prior=sloped)
     assert (kept.k, kept.overhead) == (2.0, 0)
     assert kept.to_real(12_400) >= 24_800, "never below the newest reading"
+    # Kept, the slope is still a fitted one: the next run of similar views keeps it too.
+    assert kept.sloped
+    assert fit_size_model(similar[1:], prior=kept).k == 2.0
     guess = fit_size_model([(1_000, 1_700)])
     assert fit_size_model(similar, prior=guess).k == 1.0, "a one-pair guess is no slope"
 
@@ -531,6 +534,15 @@ def test_readings_below_what_was_carried_still_teach_a_slope_below_one(
     pairs = [(e, tools + round(ratio * e)) for e in estimates]
     carried = [e + tools for e in estimates]
     assert fit_size_model(pairs, carried=carried) == fit_size_model(pairs)
+
+
+def test_what_the_requests_carried_lowers_no_slope_of_one_or_more() -> None:
+    # Cut to what their requests carried, these readings would fit a steeper slope; that cut
+    # only ever raises a slope below 1 (a shrinking reminder is no evidence of over-counting).
+    for slope in (1.0, 1.2):
+        pairs = [(1_000, round(1_000 * slope) + 300), (2_000, round(2_000 * slope) + 300)]
+        carried = [1_000, pairs[1][1]]
+        assert fit_size_model(pairs, carried=carried).k == pytest.approx(slope)
 
 
 def test_carried_figures_must_match_the_pairs() -> None:
