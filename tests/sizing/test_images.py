@@ -132,9 +132,21 @@ def test_webp_sizes_are_read_from_their_own_bytes_only() -> None:
     assert image_size(b64(extended)) == (4_000, 3_000)
 
 
-def test_a_line_wrapped_header_far_into_the_data_is_read() -> None:
-    image = jpeg_with([segment(0xE1, b"\x5a" * 9_000)], 321, 123)
+@pytest.mark.parametrize("exif", [1_000, 4_500, 9_000])
+def test_a_line_wrapped_header_far_into_the_data_is_read(exif: int) -> None:
+    # Line-wrapped data is compacted before any offset is computed, whether the frame header
+    # lies inside the first decoded block, past it in a short text or far into a long one.
+    image = jpeg_with([segment(0xE1, b"\x5a" * exif)], 321, 123)
     assert image_size(base64.encodebytes(image).decode()) == (321, 123)
+    assert image_size("\n" + b64(image)) == (321, 123), "a line break first, and no other"
+
+
+def test_a_png_needs_both_its_signature_and_its_header_chunk() -> None:
+    image = bytearray(png(640, 480))
+    unsigned = bytes(image[:1]) + b"X" + bytes(image[2:])
+    assert image_size(b64(unsigned)) is None
+    image[12:16] = b"IDAT"
+    assert image_size(b64(bytes(image))) is None
 
 
 # ---------------------------------------------------------------- prices at their edges
