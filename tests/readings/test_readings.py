@@ -451,3 +451,16 @@ async def test_the_measured_path_escalates_afresh_over_decisions_a_count_disprov
     assert decisions is not made_under
     assert set(event["removed_positions"]) == set(decisions.removed)
     assert set(event["truncated_positions"]) == set(decisions.truncated)
+    # Made afresh under the room the count showed, those decisions stand: the next measured
+    # escalation builds on them instead of starting over again.
+    rounds = 0
+    while len(session.named("context:compaction")) < 3:
+        await session.read_file(4_000)
+        result = await measured(provider=provider, retain_contents=[], count_view=count_view)
+        assert await result["transaction"].commit()
+        rounds += 1
+        assert rounds < 80
+    added = session.named("context:compaction")[-1]
+    decisions = manager.decisions
+    step = set(added["removed_positions"]) | set(added["truncated_positions"])
+    assert step < set(decisions.removed) | set(decisions.truncated), "built on the fresh ones"
