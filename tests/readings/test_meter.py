@@ -413,6 +413,11 @@ def test_one_pair_below_the_estimate_means_no_overhead_and_a_scaled_k() -> None:
     assert fit_size_model([(1_000, 500)]) == SizeModel(0, 0.5)
     assert fit_size_model([(1_000, 100)]) == SizeModel(0, CALIBRATION_MIN), "k is bounded"
     assert fit_size_model([(1_000, 1_000)]) == SizeModel(0, 1.0)
+    # An exact reading is one pair's guess, no slope: later readings below their views may
+    # still teach a slope under one.
+    exact = fit_size_model([(1_000, 1_000)])
+    assert not exact.sloped
+    assert fit_size_model([(1_000, 800), (1_050, 840)], prior=exact).k == 0.8
     assert fit_size_model([(1_000, 1_700)]) == SizeModel(700, 1.0)
     assert fit_size_model([]) == IDENTITY
     assert fit_size_model([(0, 500)]) == IDENTITY, "an empty view says nothing"
@@ -460,6 +465,13 @@ def test_a_run_of_similar_views_keeps_the_slope_already_identified() -> None:
     # Kept, the slope is still a fitted one: the next run of similar views keeps it too.
     assert kept.sloped
     assert fit_size_model(similar[1:], prior=kept).k == 2.0
+    # With an overhead identified beside the slope, the kept model is anchored on the newest
+    # pair: its overhead is what that reading shows beyond the slope.
+    steep = fit_size_model([(5_000, 10_300), (10_000, 20_300)])
+    assert (steep.k, steep.overhead) == (2.0, 300)
+    anchored = fit_size_model([(12_000, 24_300), (12_200, 24_900)], prior=steep)
+    assert (anchored.k, anchored.overhead) == (2.0, 500)
+    assert anchored.to_real(12_200) == 24_900
     guess = fit_size_model([(1_000, 1_700)])
     assert fit_size_model(similar, prior=guess).k == 1.0, "a one-pair guess is no slope"
 

@@ -141,6 +141,14 @@ def test_a_line_wrapped_header_far_into_the_data_is_read(exif: int) -> None:
     assert image_size("\n" + b64(image)) == (321, 123), "a line break first, and no other"
 
 
+def test_sizes_use_every_byte_of_their_fields() -> None:
+    # PNG sizes are 32-bit: a side past 16,777,215 pixels needs the field's first byte.
+    assert image_size(b64(png(2**24 + 5, 3))) == (2**24 + 5, 3)
+    assert image_size(b64(png(3, 2**24 + 5))) == (3, 2**24 + 5)
+    # Both GIF versions carry the same header.
+    assert image_size(b64(b"GIF87a" + struct.pack("<HHBBB", 320, 200, 0, 0, 0))) == (320, 200)
+
+
 def test_a_png_needs_both_its_signature_and_its_header_chunk() -> None:
     image = bytearray(png(640, 480))
     unsigned = bytes(image[:1]) + b"X" + bytes(image[2:])
