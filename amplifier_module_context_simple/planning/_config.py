@@ -120,19 +120,25 @@ def _any_int(key: str, value: object) -> int:
     return value
 
 
-def _fraction(*, allow_zero: bool) -> Callable[[str, object], float]:
+# The rules are plain functions run when a config is validated, not closures made when the
+# class is defined: what runs at import is out of reach of the mutation runs (README).
+def _fraction(key: str, value: object, *, allow_zero: bool) -> float:
     rule = "a number with 0 <= x <= 1" if allow_zero else "a number with 0 < x <= 1"
+    if not is_number(value):
+        raise _fail(key, rule, value)
+    number = float(value)
+    low_ok = number >= 0 if allow_zero else number > 0
+    if not (low_ok and number <= 1):
+        raise _fail(key, rule, value)
+    return number
 
-    def check(key: str, value: object) -> float:
-        if not is_number(value):
-            raise _fail(key, rule, value)
-        number = float(value)
-        low_ok = number >= 0 if allow_zero else number > 0
-        if not (low_ok and number <= 1):
-            raise _fail(key, rule, value)
-        return number
 
-    return check
+def _share(key: str, value: object) -> float:
+    return _fraction(key, value, allow_zero=False)
+
+
+def _share_or_zero(key: str, value: object) -> float:
+    return _fraction(key, value, allow_zero=True)
 
 
 def _non_negative_number(key: str, value: object) -> float:
@@ -147,19 +153,24 @@ def _boolean(key: str, value: object) -> bool:
     return value
 
 
-def _one_of(choices: tuple[str, ...]) -> Callable[[str, object], str]:
-    def check(key: str, value: object) -> str:
-        if value not in choices:
-            raise _fail(key, "one of " + ", ".join(repr(c) for c in choices), value)
-        return value  # type: ignore[return-value]
+def _one_of(key: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise _fail(key, "one of " + ", ".join(repr(c) for c in choices), value)
+    return value  # type: ignore[return-value]
 
-    return check
+
+def _verbosity(key: str, value: object) -> str:
+    return _one_of(key, value, NOTICE_VERBOSITIES)
+
+
+def _placement(key: str, value: object) -> str:
+    return _one_of(key, value, NOTICE_PLACEMENTS)
 
 
 def _optional_family(key: str, value: object) -> str | None:
     if value is None:
         return None
-    return _one_of(TOKEN_FAMILIES)(key, value)
+    return _one_of(key, value, TOKEN_FAMILIES)
 
 
 def _max_tokens_cap(key: str, value: object) -> int | None:
@@ -203,16 +214,16 @@ class ContextConfig:
         200_000, _positive_int, CommandLineOption("Budget when no window is simulated")
     )
     compact_threshold: float = _key(
-        0.92, _fraction(allow_zero=False), CommandLineOption("Compact at this share of the budget")
+        0.92, _share, CommandLineOption("Compact at this share of the budget")
     )
     target_usage: float = _key(
         0.50,
-        _fraction(allow_zero=False),
+        _share,
         CommandLineOption("Share of the budget compaction aims for"),
     )
     protected_recent: float = _key(
         0.30,
-        _fraction(allow_zero=True),
+        _share_or_zero,
         CommandLineOption("Share of recent messages never left out"),
     )
     protected_tool_results: int = _key(
@@ -233,7 +244,7 @@ class ContextConfig:
     )
     compaction_notice_verbosity: str = _key(
         "normal",
-        _one_of(NOTICE_VERBOSITIES),
+        _verbosity,
         CommandLineOption("Notice: minimal, normal or verbose", flag="--notice-verbosity"),
     )
     compaction_notice_min_level: int = _key(
@@ -245,7 +256,7 @@ class ContextConfig:
     )
     compaction_map_share: float = _key(
         0.05,
-        _fraction(allow_zero=True),
+        _share_or_zero,
         CommandLineOption(
             "Share of the budget the notice's map of left-out names may take (at most "
             f"{MAP_MOST_TOKENS:,} tokens; 0: no map)",
@@ -254,12 +265,12 @@ class ContextConfig:
     )
     compaction_notice_placement: str = _key(
         "in_place",
-        _one_of(NOTICE_PLACEMENTS),
+        _placement,
         CommandLineOption("Notice: in_place or tail", flag="--notice-placement"),
     )
     output_reserve_fraction: float = _key(
         1.0,
-        _fraction(allow_zero=True),
+        _share_or_zero,
         CommandLineOption(
             "Share of the output the provider asks for held back", flag="--output-reserve"
         ),
@@ -286,7 +297,7 @@ class ContextConfig:
     )
     cold_cache_distance: float = _key(
         0.15,
-        _fraction(allow_zero=True),
+        _share_or_zero,
         CommandLineOption("Cold cache: escalate within this share of the budget of the trigger"),
     )
 
