@@ -583,6 +583,12 @@ def test_a_linear_provider_is_recovered(ratio: float, overhead: int, estimates: 
         )
 
 
+def test_one_token_above_the_overhead_is_room_for_a_view() -> None:
+    assert SizeModel(100, 1.0).to_estimate(101) == 1
+    assert SizeModel(100, 0.5).to_estimate(101) == 2
+    assert SizeModel(100, 0.5).to_estimate(100) == 0
+
+
 def test_size_model_identity_and_validation() -> None:
     assert IDENTITY.identity
     assert IDENTITY.to_real(12_345) == 12_345
