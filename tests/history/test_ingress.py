@@ -17,6 +17,7 @@ from amplifier_module_context_simple.history._ingress import (
     MIN_TOOL_RESULT_BYTES,
     IngressClip,
     clip_tool_result,
+    clip_tool_results,
     ingress_marker,
     utf8_byte_length,
 )
@@ -530,3 +531,66 @@ def test_a_result_block_in_a_tool_message_keeps_its_images() -> None:
     [image, text] = out["content"][0]["content"]
     assert image is IMAGE
     assert split_marker(text["text"])[1] == 5000
+
+
+# --- which result a clip names, in every spelling -----------------------------------------
+
+
+def test_a_tool_message_naming_its_call_by_tool_use_id_is_reported_by_it() -> None:
+    message = {"role": "tool", "tool_use_id": "toolu_1", "name": "grep", "content": "g" * 5000}
+    _, clips = clip_tool_results(message, CAP)
+    assert [(c.tool_name, c.tool_call_id, c.max_tool_result_bytes) for c in clips] == [
+        ("grep", "toolu_1", CAP)
+    ]
+
+
+def test_a_tool_message_without_an_id_is_reported_by_its_first_result_block() -> None:
+    block = {"type": "tool_result", "tool_use_id": "t7", "content": "n" * 5000}
+    _, clips = clip_tool_results({"role": "tool", "content": [block]}, CAP)
+    assert [c.tool_call_id for c in clips] == ["t7"]
+
+
+@pytest.mark.parametrize("key", ["tool_call_id", "tool_use_id"])
+def test_every_result_block_of_a_user_message_is_clipped_on_its_own(key: str) -> None:
+    blocks = [
+        {"type": "text", "text": "Here is what the tools said."},
+        {"type": "tool_result", key: "small", "content": "fits"},
+        {"type": "tool_result", key: "big1", "content": "a" * 5000},
+        {"type": "tool_result", key: "big2", "content": "b" * 6000},
+    ]
+    message = {"role": "user", "name": "runner", "content": blocks}
+    out, clips = clip_tool_results(message, CAP)
+    assert [(c.tool_name, c.tool_call_id, c.original_text_utf8_bytes) for c in clips] == [
+        ("runner", "big1", 5000),
+        ("runner", "big2", 6000),
+    ]
+    assert all(c.max_tool_result_bytes == CAP for c in clips)
+    assert out["content"][:2] == blocks[:2]
+    assert [split_marker(b["content"])[1] for b in out["content"][2:]] == [5000, 6000]
+
+
+def test_a_result_block_in_an_assistant_message_is_no_result() -> None:
+    # Only a user message carries results as blocks: pairing reads nothing else as one.
+    block = {"type": "tool_result", "tool_use_id": "t1", "content": "z" * 5000}
+    message = {"role": "assistant", "content": [block]}
+    assert clip_tool_results(message, CAP) == (message, [])
+
+
+def test_a_budget_of_one_byte_before_a_two_byte_character_keeps_none_of_it() -> None:
+    # The first text leaves exactly one byte of the shared budget; the next starts with a
+    # two-byte character, which cannot be cut in half.
+    second = "é" * 3_000
+    first = "a" * (CAP - len(ingress_marker(833 + 6_000)) - 1)
+    assert len(first) == 833
+    out, clip = clip_tool_result(
+        tool([{"type": "text", "text": first}, {"type": "text", "text": second}]), CAP
+    )
+    assert clip is not None and clip.stored_text_utf8_bytes == CAP - 1
+    assert out["content"][0]["text"] == first
+    assert out["content"][1]["text"] == ingress_marker(833 + 6_000)
+
+
+def test_a_name_or_id_that_is_no_text_is_reported_as_none() -> None:
+    message = {"role": "tool", "tool_call_id": 7, "name": ["grep"], "content": "g" * 5000}
+    _, clips = clip_tool_results(message, CAP)
+    assert [(c.tool_name, c.tool_call_id) for c in clips] == [(None, None)]
