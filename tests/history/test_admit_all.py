@@ -116,3 +116,26 @@ async def test_set_messages_stamps_with_the_manager_s_clock_and_refuses_a_non_li
     with pytest.raises(TypeError, match=r"^set_messages expects a list of messages, got str$"):
         await manager.set_messages("hi")  # type: ignore[arg-type]
     assert len(manager.messages) == 2, "nothing admitted is lost"
+
+
+async def test_a_resumed_answer_whose_content_is_a_number_is_refused_by_name() -> None:
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "kept"})
+    with pytest.raises(ValueError) as error:
+        await manager.set_messages(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": 5}]
+        )
+    assert str(error.value) == (
+        "message #1 (role='assistant'): 'content' must be a string, a list of blocks or None, "
+        "got int"
+    )
+    assert [m["content"] for m in manager.messages] == ["kept"], "nothing admitted is lost"
+
+
+async def test_a_resumed_prompt_carrying_a_large_result_block_is_clipped() -> None:
+    manager = SimpleContextManager(max_tool_result_bytes=1_000)
+    block = {"type": "tool_result", "tool_use_id": "t1", "content": "x" * 50_000}
+    await manager.set_messages([{"role": "user", "content": [block]}])
+    [stored] = manager.messages[0]["content"]
+    assert len(stored["content"].encode()) == 1_000
+    assert "truncated at ingress" in stored["content"]

@@ -765,6 +765,53 @@ def test_a_rejected_reading_replayed_by_a_rollback_is_reported_once() -> None:
     assert meter.figure(2_000) == 210_000
 
 
+def test_an_excess_is_held_back_in_whole_steps_without_a_bias_to_take_off() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(1_000, accounted=1_000, room=100_000)
+    assert record(input_tokens=1_257)  # 257 over what the request carried: two steps
+    assert not meter.size_model.sloped, "one pair: no slope, so no bias"
+    assert meter.held_overhead("actual") == meter.held_overhead("estimate") == 512
+
+
+def test_only_a_view_of_no_tokens_makes_no_pair() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(0)
+    assert record(input_tokens=300)
+    assert meter.pair_count == 0
+    meter.note_request_estimate(1)
+    assert record(input_tokens=300)
+    assert meter.pair_count == 1
+
+
+def test_a_bad_accounted_figure_is_named() -> None:
+    with pytest.raises(ValueError) as error:
+        TokenMeter().note_request_estimate(10, accounted=-1)
+    assert str(error.value) == (
+        "note_request_estimate: accounted must be a non-negative int, got -1"
+    )
+
+
+def test_a_reset_meter_is_a_fresh_one_that_kept_its_claim() -> None:
+    meter = TokenMeter()
+    record = meter.claim_foreground_usage()
+    for estimate in (1_000, 2_000):
+        meter.note_request_estimate(estimate)
+        assert record(input_tokens=estimate + 500)
+    meter.note_request_estimate(3_000, accounted=3_100, room=50_000)  # left pending
+    meter.reset()
+    fresh = TokenMeter()
+    fresh.claim_foreground_usage()
+    assert meter.snapshot() == fresh.snapshot()
+    # And it goes on as one: a rollback over readings and a new pair both work.
+    before = meter.snapshot()
+    meter.note_request_estimate(1_000, accounted=1_000)
+    assert record(input_tokens=1_100)
+    meter.restore_keeping_readings(before)
+    assert meter.latest_reading == 1_100
+
+
 def test_estimates_have_no_upper_bound() -> None:
     meter = TokenMeter()
     record = meter.claim_foreground_usage()
