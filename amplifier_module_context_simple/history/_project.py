@@ -130,7 +130,7 @@ def project(message: Mapping[str, Any], ids: Ids = NO_IDS, *, json_cap: int) -> 
         changes["content"] = ""
         kinds.append(NULL_CONTENT)
     elif isinstance(content, list):
-        blocks = _project_blocks(content, message, ids, json_cap, kinds)  # pyright: ignore[reportUnknownArgumentType]
+        blocks = _project_blocks(content, ids, json_cap, kinds)  # pyright: ignore[reportUnknownArgumentType]
         if blocks is not None:
             changes["content"] = blocks
     elif not isinstance(content, str):
@@ -235,9 +235,7 @@ class _IdCursor:
         return derived[index] if derived else "unknown"
 
 
-def _project_blocks(
-    content: list[Any], message: Mapping[str, Any], ids: Ids, cap: int, kinds: list[str]
-) -> list[Any] | None:
+def _project_blocks(content: list[Any], ids: Ids, cap: int, kinds: list[str]) -> list[Any] | None:
     cursor = _IdCursor(ids)
     out: list[Any] = []
     changed = False
@@ -251,15 +249,13 @@ def _project_blocks(
                 continue
             if usable(raw):
                 cursor.seen_calls.add(raw)  # type: ignore[arg-type]
-        sent = _project_block(block, message, cursor, cap, kinds)
+        sent = _project_block(block, cursor, cap, kinds)
         changed = changed or sent is not block
         out.append(sent)
     return out if changed else None
 
 
-def _project_block(
-    block: object, message: Mapping[str, Any], cursor: _IdCursor, cap: int, kinds: list[str]
-) -> Any:
+def _project_block(block: object, cursor: _IdCursor, cap: int, kinds: list[str]) -> Any:
     if isinstance(block, str):
         kinds.append(TEXT)
         return {"type": "text", "text": block}

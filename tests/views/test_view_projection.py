@@ -691,3 +691,233 @@ def test_a_tool_call_id_naming_a_left_out_call_points_at_the_call_the_message_an
     assert without_results(answering, {"gone"}, ("kept",))["tool_call_id"] == "kept"
     other = {**message, "tool_call_id": "other"}
     assert without_results(other, {"gone"}, ("kept",))["tool_call_id"] == "other"
+
+
+# --- every spelling of a block, as the host's model receives it -------------------------------
+
+
+async def sent_turn(
+    call: dict[str, Any], result: dict[str, Any], **extra: Any
+) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
+    """The call block and the result block the view sends for one call and its answer."""
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "Go."})
+    await manager.add_message({"role": "assistant", "content": [call], **extra})
+    await manager.add_message({"role": "user", "content": [result]})
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    return view[1]["content"][0], view[2]["content"][0], manager.view_repairs
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sent"),
+    [
+        ('{"path": "a.py"}', {"path": "a.py"}),
+        ("not json", {"value": "not json"}),
+        ("[1, 2]", {"value": "[1, 2]"}),
+        (5, {"value": 5}),
+        (None, {}),
+    ],
+    ids=["json-object", "text", "json-list", "number", "none"],
+)
+async def test_a_call_block_s_arguments_become_its_input(arguments: Any, sent: Any) -> None:
+    call = {"type": "tool_use", "id": "c1", "name": "read", "arguments": arguments}
+    result = {"type": "tool_result", "tool_use_id": "c1", "content": "ok"}
+    sent_call, _, repairs = await sent_turn(call, result)
+    assert sent_call == {"type": "tool_call", "id": "c1", "name": "read", "input": sent}
+    assert any(r.startswith("tool-call") for r in repairs)
+
+
+async def test_a_call_block_without_a_text_name_is_sent_with_an_empty_one() -> None:
+    call = {"type": "tool_call", "id": "c1", "name": 7, "input": {"p": 1}}
+    result = {"type": "tool_result", "tool_call_id": "c1", "output": "ok"}
+    sent_call, sent_result, _ = await sent_turn(call, result)
+    assert sent_call == {"type": "tool_call", "id": "c1", "name": "", "input": {"p": 1}}
+    assert sent_result == result, "the host's own shape: sent as it is"
+
+
+@pytest.mark.parametrize("key", ["tool_call_id", "tool_use_id"])
+async def test_a_result_block_is_sent_in_the_host_s_shape_whatever_names_its_call(key: str) -> None:
+    call = {"type": "tool_call", "id": "c1", "name": "read", "input": {}}
+    for result, output in (
+        ({"type": "tool_result", key: "c1", "content": "text"}, "text"),
+        ({"type": "tool_result", key: "c1"}, ""),
+        ({"type": "tool_result", key: "c1", "content": "bad", "is_error": True}, "bad"),
+    ):
+        _, sent_result, repairs = await sent_turn(call, result)
+        expected: dict[str, Any] = {"type": "tool_result", "tool_call_id": "c1", "output": output}
+        if "is_error" in result:
+            expected["is_error"] = True
+        assert sent_result == expected
+        assert any(r.startswith("tool-result") for r in repairs)
+
+
+@pytest.mark.parametrize(
+    ("block", "source"),
+    [
+        (
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
+            {"type": "base64", "media_type": "image/jpeg", "data": "AAAA"},
+        ),
+        (
+            {"type": "input_image", "url": "data:;base64,BBBB"},
+            {"type": "base64", "media_type": "image/png", "data": "BBBB"},
+        ),
+        (
+            {"type": "image_url", "image_url": "https://example.com/cat.png"},
+            {"type": "url", "url": "https://example.com/cat.png"},
+        ),
+        (
+            {"type": "input_image", "image_url": "data:image/png,rawbytes"},
+            {"type": "url", "url": "data:image/png,rawbytes"},
+        ),
+    ],
+    ids=["chat-data-url", "responses-url-key", "remote", "data-url-not-base64"],
+)
+async def test_openai_images_are_sent_as_host_images(block: Any, source: Any) -> None:
+    manager = SimpleContextManager()
+    manager.messages = [{"role": "user", "content": [{"type": "text", "text": "see"}, block]}]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert view[0]["content"][1] == {"type": "image", "source": source}
+    assert any(r.startswith("image") for r in manager.view_repairs)
+
+
+@pytest.mark.parametrize(
+    ("block", "media"),
+    [
+        ({"type": "audio", "media_type": "audio/wav"}, "audio/wav"),
+        ({"type": "document", "source": {"mime_type": "application/pdf"}}, "application/pdf"),
+        ({"type": "input_audio", "input_audio": {"format": "mp3"}}, "mp3"),
+        ({"type": "file", "file": {"mimeType": "text/csv"}}, "text/csv"),
+        ({"type": "video", "source": {"media_type": ""}}, "unknown"),
+    ],
+)
+async def test_a_block_the_host_cannot_hold_names_its_media_type(block: Any, media: str) -> None:
+    block = {**block, "data": "Z" * 3_000}
+    manager = SimpleContextManager()
+    manager.messages = [{"role": "user", "content": [{"type": "text", "text": "see"}, block]}]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    text = view[0]["content"][1]["text"]
+    assert text.startswith(f"[{block['type']} block not shown: media type {media}, ")
+
+
+async def test_names_and_ids_that_are_no_text_are_sent_as_text_and_reported() -> None:
+    # Admission refuses them; a subclass writing ``self.messages`` may store them.
+    manager = SimpleContextManager()
+    manager.messages = [
+        {"role": "user", "content": "Go.", "name": 42},
+        {"role": "assistant", "content": "Done.", "tool_call_id": 7},
+    ]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert (view[0]["name"], view[1]["tool_call_id"]) == ("42", "7")
+    assert sum(r.startswith("field") for r in manager.view_repairs) == 2
+    assert manager.messages[0]["name"] == 42, "the history is left as it was"
+
+
+async def test_blocks_already_in_the_host_s_shape_are_sent_as_they_are() -> None:
+    # Keys the host's model does not name stay too: nothing to repair, nothing reported.
+    call = {"type": "tool_call", "id": "c1", "name": "read", "input": {}, "cache_control": 1}
+    result = {"type": "tool_result", "tool_call_id": "c1", "output": "ok", "cache_control": 2}
+    sent_call, sent_result, repairs = await sent_turn(call, result)
+    assert (sent_call, sent_result, repairs) == (call, result, ())
+    # So do they beside a block that is repaired: only that one changes.
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "Go."})
+    manager.messages.append({"role": "assistant", "content": ["Reading.", call]})
+    manager.messages.append({"role": "user", "content": [result, 7]})
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert view[1]["content"] == [{"type": "text", "text": "Reading."}, call]
+    assert view[2]["content"] == [result, {"type": "text", "text": "7"}]
+
+
+class ForeignBlock:
+    """A typed block from outside the host's package: sent as the plain dict it dumps to."""
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"type": "text", "text": "from elsewhere"}
+
+
+async def test_blocks_that_are_no_mapping_are_sent_as_text_and_typed_ones_by_their_kind() -> None:
+    circular: list[Any] = []
+    circular.append(circular)
+    typed = TextBlock(text="typed")
+    manager = SimpleContextManager()
+    manager.messages = [
+        {"role": "user", "content": ["plain", 5, ["a"], circular, typed, ForeignBlock()]}
+    ]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    sent = view[0]["content"]
+    assert sent[:4] == [
+        {"type": "text", "text": "plain"},
+        {"type": "text", "text": "5"},
+        {"type": "text", "text": '["a"]'},
+        {"type": "text", "text": "[[...]]"},  # no JSON for it: its str()
+    ]
+    assert sent[4] is typed, "the host's own model goes as itself"
+    assert type(sent[5]) is dict and sent[5] == {"type": "text", "text": "from elsewhere"}
+    assert manager.view_repairs == (
+        "text: message at position 0",
+        "block-json: message at position 0",
+    )
+
+
+async def test_an_image_block_without_a_usable_url_is_sent_as_its_json() -> None:
+    block = {"type": "image_url", "image_url": {"url": 5}}
+    manager = SimpleContextManager()
+    manager.messages = [{"role": "user", "content": [{"type": "text", "text": "see"}, block]}]
+    view = await manager.get_messages_for_request()
+    assert view[0]["content"][1] == {
+        "type": "text",
+        "text": '{"image_url": {"url": 5}, "type": "image_url"}',
+    }
+
+
+async def test_a_data_url_s_media_type_is_what_precedes_its_first_base64_marker() -> None:
+    block = {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0lG;base64,xx"}}
+    manager = SimpleContextManager()
+    manager.messages = [{"role": "user", "content": [{"type": "text", "text": "see"}, block]}]
+    view = await manager.get_messages_for_request()
+    assert view[0]["content"][1]["source"] == {
+        "type": "base64",
+        "media_type": "image/gif",
+        "data": "R0lG;base64,xx",
+    }
+
+
+async def test_idless_calls_get_their_derived_ids_in_order_past_entries_that_are_no_call() -> None:
+    manager = SimpleContextManager()
+    calls = [{"tool": name, "arguments": {}} for name in ("read", "grep", "ls")]
+    manager.messages = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": "", "tool_calls": ["junk", *calls]},
+        *({"role": "tool", "content": f"r{i}"} for i in range(3)),
+    ]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    ids = ["call_r1", "call_r1_1", "call_r1_2"]
+    assert view[1]["tool_calls"] == [
+        "junk",
+        *({**c, "id": i} for c, i in zip(calls, ids, strict=True)),
+    ]
+    assert [m["tool_call_id"] for m in view[2:]] == ids
+
+
+async def test_idless_call_and_result_blocks_get_their_derived_ids_in_order() -> None:
+    manager = SimpleContextManager()
+    calls = [{"type": "tool_call", "name": name, "input": {}} for name in ("read", "grep")]
+    results = [{"type": "tool_result", "output": f"r{i}"} for i in range(2)]
+    manager.messages = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": results},
+    ]
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    sent_calls = [b["id"] for b in view[1]["content"]]
+    sent_results = [b["tool_call_id"] for b in view[2]["content"]]
+    assert sent_calls == sent_results and len(set(sent_calls)) == 2
