@@ -8,7 +8,7 @@ any refusal are those of ``admit`` run over the list.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -139,3 +139,20 @@ async def test_a_resumed_prompt_carrying_a_large_result_block_is_clipped() -> No
     [stored] = manager.messages[0]["content"]
     assert len(stored["content"].encode()) == 1_000
     assert "truncated at ingress" in stored["content"]
+
+
+def test_timestamps_are_utc_whatever_the_machine_s_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from amplifier_module_context_simple.history._admission import utc_timestamp
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        moment = datetime(2026, 7, 1, 12, 30, 45, 123_456, tzinfo=UTC)
+        assert utc_timestamp(moment) == "2026-07-01T12:30:45.123Z"
+        east = moment.astimezone(timezone(timedelta(hours=9)))
+        assert utc_timestamp(east) == "2026-07-01T12:30:45.123Z"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -785,12 +785,20 @@ def test_only_a_view_of_no_tokens_makes_no_pair() -> None:
     assert meter.pair_count == 1
 
 
-def test_a_bad_accounted_figure_is_named() -> None:
+@pytest.mark.parametrize("key", ["accounted", "room"])
+def test_a_bad_accounted_figure_or_room_is_named(key: str) -> None:
     with pytest.raises(ValueError) as error:
-        TokenMeter().note_request_estimate(10, accounted=-1)
-    assert str(error.value) == (
-        "note_request_estimate: accounted must be a non-negative int, got -1"
-    )
+        TokenMeter().note_request_estimate(10, **{key: -1})
+    assert str(error.value) == f"note_request_estimate: {key} must be a non-negative int, got -1"
+
+
+def test_a_new_meter_has_no_claim_and_figures_never_go_below_zero() -> None:
+    meter = TokenMeter()
+    assert meter.foreground_claimed is False
+    record = meter.claim_foreground_usage()
+    meter.note_request_estimate(10_000)
+    assert record(input_tokens=100)  # a tenth of a percent: k is held at its lower bound
+    assert meter.figure(0) == 0
 
 
 def test_a_reset_meter_is_a_fresh_one_that_kept_its_claim() -> None:

@@ -13,6 +13,7 @@ from amplifier_module_context_simple.sizing._provider_reads import (
     PROVIDER_WARNINGS,
     WarnOnce,
     model_name_only,
+    publishes_unsent_output,
     warn_once,
 )
 
@@ -76,3 +77,20 @@ def test_a_warning_is_logged_once_then_at_debug(caplog: pytest.LogCaptureFixture
     text = "provider p1 returned {'limit': 'big'}"
     assert records == [(logging.WARNING, text), (logging.DEBUG, text)]
     PROVIDER_WARNINGS.clear()
+
+
+@pytest.mark.parametrize(
+    ("provider", "info", "unsent"),
+    [
+        (SimpleNamespace(name="anthropic"), None, True),
+        (SimpleNamespace(name=" Anthropic "), {"id": "x"}, True),
+        (SimpleNamespace(name="openai"), {"id": "anthropic"}, True),
+        (SimpleNamespace(name="openai"), {"id": "openai"}, False),
+        (SimpleNamespace(), None, False),
+    ],
+    ids=["by-provider-name", "name-spaced-and-cased", "by-info-id", "neither", "nothing"],
+)
+def test_the_providers_whose_published_output_is_not_what_they_send(
+    provider: Any, info: Any, unsent: bool
+) -> None:
+    assert publishes_unsent_output(provider, info) is unsent
