@@ -145,8 +145,17 @@ def test_sizes_use_every_byte_of_their_fields() -> None:
     # PNG sizes are 32-bit: a side past 16,777,215 pixels needs the field's first byte.
     assert image_size(b64(png(2**24 + 5, 3))) == (2**24 + 5, 3)
     assert image_size(b64(png(3, 2**24 + 5))) == (3, 2**24 + 5)
-    # Both GIF versions carry the same header.
-    assert image_size(b64(b"GIF87a" + struct.pack("<HHBBB", 320, 200, 0, 0, 0))) == (320, 200)
+    # Both GIF versions carry the same header; the byte after the size is no part of it.
+    for version in (b"GIF87a", b"GIF89a"):
+        header = version + struct.pack("<HHBBB", 320, 200, 0xF7, 0, 0)  # a colour table flag
+        assert image_size(b64(header)) == (320, 200)
+    assert image_size(b64(png(640, 1))) == (640, 1)
+
+
+def test_headers_with_a_side_of_zero_or_another_container_have_no_size() -> None:
+    assert image_size(b64(png(0, 480))) is None
+    assert image_size(b64(png(640, 0))) is None
+    assert image_size(b64(b"RIFX" + webp_vp8(800, 600)[4:])) is None, "RIFF, not RIFX"
 
 
 def test_a_png_needs_both_its_signature_and_its_header_chunk() -> None:
