@@ -70,7 +70,14 @@ def _b64_slice(data: str, start: int, size: int) -> bytes:
 
 def _jpeg_size(data: str, head: bytes) -> tuple[int, int]:
     pos = 2
+    compact = False
     for _ in range(256):  # walk the segment chain up to the frame header, skipping EXIF etc.
+        if pos + 9 > len(head) and not compact:
+            # Past the decoded head, offsets count characters of the whole text: a line break
+            # anywhere before them (``image_size`` only looked at the head's stretch) shifts them.
+            compact = True
+            if _WHITESPACE.search(data):
+                data = "".join(data.split())
         seg = head[pos : pos + 9] if pos + 9 <= len(head) else _b64_slice(data, pos, 9)
         if len(seg) < 4 or seg[0] != 0xFF:
             break

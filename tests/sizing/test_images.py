@@ -139,6 +139,11 @@ def test_a_line_wrapped_header_far_into_the_data_is_read(exif: int) -> None:
     image = jpeg_with([segment(0xE1, b"\x5a" * exif)], 321, 123)
     assert image_size(base64.encodebytes(image).decode()) == (321, 123)
     assert image_size("\n" + b64(image)) == (321, 123), "a line break first, and no other"
+    # A single stray line break past the stretch the header reader looks at, before a frame
+    # header that lies further on, shifts nothing either.
+    data = b64(image)
+    stray = data[:10_000] + "\n" + data[10_000:]
+    assert image_size(stray) == (321, 123)
 
 
 def test_sizes_use_every_byte_of_their_fields() -> None:
