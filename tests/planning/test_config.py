@@ -267,6 +267,7 @@ def test_the_map_bound_is_its_share_of_the_budget_up_to_a_cap() -> None:
     assert config.map_bound(10_019) == 500, "whole tokens, rounded down"
     assert config.map_bound(10**7) == MAP_MOST_TOKENS
     assert config.map_bound(-5) == 0
+    assert ContextConfig(compaction_map_share=1.0).map_bound(0) == 0, "no budget, no map"
     assert ContextConfig(compaction_notice_enabled=False).map_bound(10_000) == 0
 
 
