@@ -544,8 +544,9 @@ def test_a_tool_message_naming_its_call_by_tool_use_id_is_reported_by_it() -> No
     ]
 
 
-def test_a_tool_message_without_an_id_is_reported_by_its_first_result_block() -> None:
-    block = {"type": "tool_result", "tool_use_id": "t7", "content": "n" * 5000}
+@pytest.mark.parametrize("key", ["tool_call_id", "tool_use_id"])
+def test_a_tool_message_without_an_id_is_reported_by_its_first_result_block(key: str) -> None:
+    block = {"type": "tool_result", key: "t7", "content": "n" * 5000}
     _, clips = clip_tool_results({"role": "tool", "content": [block]}, CAP)
     assert [c.tool_call_id for c in clips] == ["t7"]
 
