@@ -14,6 +14,7 @@ from amplifier_module_context_simple.sizing._provider_reads import (
     WarnOnce,
     model_name_only,
     publishes_unsent_output,
+    read_field,
     warn_once,
 )
 
@@ -94,3 +95,20 @@ def test_the_providers_whose_published_output_is_not_what_they_send(
     provider: Any, info: Any, unsent: bool
 ) -> None:
     assert publishes_unsent_output(provider, info) is unsent
+
+
+def test_a_field_read_is_quiet_when_missing_and_logged_when_it_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Raising:
+        @property
+        def name(self) -> str:
+            raise RuntimeError("not ready")
+
+    caplog.set_level(logging.DEBUG, logger="amplifier_module_context_simple")
+    assert read_field(SimpleNamespace(), "name") is None
+    assert caplog.records == [], "a missing field is no failure"
+    assert read_field(Raising(), "name") is None
+    [record] = caplog.records
+    assert record.levelno == logging.DEBUG
+    assert record.getMessage() == "Reading 'name' from Raising failed"
