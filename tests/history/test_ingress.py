@@ -595,3 +595,18 @@ def test_a_name_or_id_that_is_no_text_is_reported_as_none() -> None:
     message = {"role": "tool", "tool_call_id": 7, "name": ["grep"], "content": "g" * 5000}
     _, clips = clip_tool_results(message, CAP)
     assert [(c.tool_name, c.tool_call_id) for c in clips] == [(None, None)]
+
+
+class Untyped:
+    """A typed block object with no ``type``: neither text nor anything the cap can read."""
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"kind": "opaque"}
+
+
+def test_a_typed_block_without_a_type_is_kept_whole_beside_clipped_text() -> None:
+    opaque = Untyped()
+    out, clip = clip_tool_result(tool([opaque, {"type": "text", "text": "t" * 5000}]), CAP)
+    assert clip is not None
+    assert out["content"][0] is opaque
+    assert split_marker(out["content"][1]["text"])[1] == 5000
