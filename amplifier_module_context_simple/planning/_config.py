@@ -121,7 +121,8 @@ def _any_int(key: str, value: object) -> int:
 
 
 # The rules are plain functions run when a config is validated, not closures made when the
-# class is defined: what runs at import is out of reach of the mutation runs (README).
+# class is defined: what runs at import is out of reach of the mutation runs
+# (docs/mutation-scores.md, `_price._exact_scale`).
 def _fraction(key: str, value: object, *, allow_zero: bool) -> float:
     rule = "a number with 0 <= x <= 1" if allow_zero else "a number with 0 < x <= 1"
     if not is_number(value):
