@@ -610,3 +610,23 @@ def test_a_typed_block_without_a_type_is_kept_whole_beside_clipped_text() -> Non
     assert clip is not None
     assert out["content"][0] is opaque
     assert split_marker(out["content"][1]["text"])[1] == 5000
+
+
+class TextWithout:
+    """A typed text block whose text is missing, or is no string."""
+
+    type = "text"
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"type": "text", **self.__dict__}
+
+
+def test_a_typed_text_block_without_text_is_kept_whole_beside_clipped_text() -> None:
+    for odd in (TextWithout(), TextWithout(text=5)):
+        out, clip = clip_tool_result(tool([odd, {"type": "text", "text": "t" * 5000}]), CAP)
+        assert clip is not None
+        assert out["content"][0] is odd
+        assert split_marker(out["content"][1]["text"])[1] == 5000

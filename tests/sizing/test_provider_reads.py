@@ -12,6 +12,7 @@ import pytest
 from amplifier_module_context_simple.sizing._provider_reads import (
     PROVIDER_WARNINGS,
     WarnOnce,
+    call_optional,
     model_name_only,
     publishes_unsent_output,
     read_field,
@@ -112,3 +113,23 @@ def test_a_field_read_is_quiet_when_missing_and_logged_when_it_raises(
     [record] = caplog.records
     assert record.levelno == logging.DEBUG
     assert record.getMessage() == "Reading 'name' from Raising failed"
+
+
+async def test_a_failing_provider_method_is_warned_about_or_logged_quietly_with_its_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Flaky:
+        def get_info(self) -> Any:
+            raise TimeoutError("slow network")
+
+    PROVIDER_WARNINGS.clear()
+    caplog.set_level(logging.DEBUG, logger="amplifier_module_context_simple")
+    assert await call_optional(Flaky(), "get_info") is None
+    assert await call_optional(Flaky(), "get_info", quiet=True) is None
+    loud, quiet = caplog.records
+    assert loud.getMessage() == (
+        "Provider Flaky.get_info() failed (TimeoutError: slow network); trying the next budget "
+        "source"
+    )
+    assert (quiet.levelno, quiet.getMessage()) == (logging.DEBUG, "Provider get_info() failed")
+    assert quiet.exc_info is not None and quiet.exc_info[0] is TimeoutError
