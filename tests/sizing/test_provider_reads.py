@@ -113,6 +113,7 @@ def test_a_field_read_is_quiet_when_missing_and_logged_when_it_raises(
     [record] = caplog.records
     assert record.levelno == logging.DEBUG
     assert record.getMessage() == "Reading 'name' from Raising failed"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
 
 
 async def test_a_failing_provider_method_is_warned_about_or_logged_quietly_with_its_error(
