@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import pytest
+from amplifier_core.message_models import TextBlock as HostTextBlock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -630,3 +631,43 @@ def test_a_typed_text_block_without_text_is_kept_whole_beside_clipped_text() -> 
         assert clip is not None
         assert out["content"][0] is odd
         assert split_marker(out["content"][1]["text"])[1] == 5000
+
+
+@pytest.mark.parametrize("item", ["plain", 3, 2.5, None, ["x"], ("x",)], ids=repr)
+def test_a_list_with_any_item_that_is_no_block_is_clipped_as_json(item: Any) -> None:
+    # One item that is no block makes the whole list data: it is capped as its JSON text,
+    # not walked as blocks (where the text block alone would be read and the item kept).
+    out, clip = clip_tool_result(tool([{"type": "text", "text": "t" * 5000}, item]), CAP)
+    assert clip is not None and clip.content_kind == "string"
+    assert isinstance(out["content"], str) and nbytes(out["content"]) == CAP
+
+
+def test_a_tool_message_without_an_id_is_reported_by_its_first_result_block_past_text() -> None:
+    blocks = [
+        {"type": "text", "text": "What the tool said:"},
+        {"type": "tool_result", "tool_use_id": "t7", "content": "n" * 5000},
+    ]
+    _, clips = clip_tool_results({"role": "tool", "content": blocks}, CAP)
+    assert [c.tool_call_id for c in clips] == ["t7"]
+
+
+def test_a_result_payload_past_the_cut_is_left_empty() -> None:
+    blocks = [
+        {"type": "text", "text": "t" * 5000},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "past the cut"},
+    ]
+    out, clip = clip_tool_result(tool(blocks), CAP)
+    assert clip is not None
+    assert split_marker(out["content"][0]["text"])[1] == 5000 + len("past the cut")
+    assert out["content"][1] == {"type": "tool_result", "tool_use_id": "t1", "content": ""}
+
+
+def test_a_typed_text_item_before_the_cut_in_a_result_payload_is_the_same_object() -> None:
+    kept = HostTextBlock(text="short and whole")
+    payload: list[Any] = [kept, {"type": "text", "text": "x" * 5000}]
+    block = {"type": "tool_result", "tool_use_id": "t1", "content": payload}
+    out, clip = clip_tool_result(tool([block]), CAP)
+    assert clip is not None
+    stored = out["content"][0]["content"]
+    assert stored[0] is kept
+    assert split_marker(stored[1]["text"])[1] == len("short and whole") + 5000
