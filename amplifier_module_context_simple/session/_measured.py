@@ -113,12 +113,12 @@ async def _walk(
     }
     if first is None:
         return await _fallback(pipeline, scope, base_view, attempt, calls, count_view, result)
-    plan = staged.plan(None, None, base_tokens, body.repaired)
+    # Real size of a view = overhead + k * estimate, fitted on this walk's own counts.
+    pairs = [(base_tokens, first.input_tokens)]
+    plan = staged.plan(None, None, base_tokens, body.repaired, pairs)
     if first.input_tokens < trigger and not first.over_limit:
         return _finish(state, hooks, result, base_view, attempt, first, calls, "not_needed", plan)
 
-    # Real size of a view = overhead + k * estimate, fitted on this walk's own counts.
-    pairs = [(base_tokens, first.input_tokens)]
     start, usage = entry, base_tokens
     if not entry.empty and disproved(
         state.decided_under, fit_size_model(pairs).to_estimate(effective)
@@ -215,9 +215,10 @@ class _Staged:
         stats: CompactionStats | None,
         view_tokens: int,
         repaired: list[str],
-        pairs: list[tuple[int, int]] | None = None,
+        pairs: list[tuple[int, int]],
     ) -> RequestPlan:
-        # The counted view is the orchestrator's; the plan is sized on this walk's counts.
+        # The counted view is the orchestrator's; the plan is sized on this walk's counts
+        # (the first included: a view left whole is judged by its count, not our estimate).
         return request_plan(
             self.scope,
             self.entry,
@@ -227,10 +228,10 @@ class _Staged:
             stats=stats,
             meter_stats=self.meter_stats,
             repaired=list(repaired),
-            size_model=fit_size_model(pairs or []),
+            size_model=fit_size_model(pairs),
             covered=self.base_tokens,
             # Sized on the orchestrator's counts: real units, the held-back parts included.
-            real_budget=self.scope.budget.request_budget if pairs else None,
+            real_budget=self.scope.budget.request_budget,
             rebased=self.rebased and step is not None,
         )
 

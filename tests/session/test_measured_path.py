@@ -388,6 +388,32 @@ async def test_the_above_target_warning_counts_the_system_messages(
     assert any("system messages alone" in r.getMessage() for r in caplog.records)
 
 
+class CountsLow(Ref):
+    """A provider whose count is a tenth of our estimate: the view is far smaller than we think."""
+
+    async def count_view(self, view: list[dict[str, Any]]) -> dict[str, Any]:
+        envelope = await super().count_view(view)
+        decision = envelope["budget_decision"]
+        low = max(1, decision["estimated_input_tokens"] // 10)
+        decision["estimated_input_tokens"] = low
+        decision["measurement"]["input_tokens"] = low
+        return envelope
+
+
+async def test_a_view_the_count_finds_small_is_not_reported_over_the_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Our estimate puts the untouched view over the budget; the provider's count is far under
+    # the trigger. Nothing is compacted, and the count, not the estimate, sizes the request.
+    manager, _ = await measured(max_tokens=12_000)
+    assert sum(estimate_message_tokens(m) for m in manager.messages) > 12_000
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
+    result = await call(manager, CountsLow(manager))
+    assert result["outcome"] == "not_needed" and result["measured_before"] < result["trigger"]
+    assert await result["transaction"].commit() is True
+    assert not [r.getMessage() for r in caplog.records if "over the budget" in r.getMessage()]
+
+
 # ------------------------------------------------------------------ property
 
 
