@@ -464,3 +464,53 @@ async def test_the_measured_path_escalates_afresh_over_decisions_a_count_disprov
     decisions = manager.decisions
     step = set(added["removed_positions"]) | set(added["truncated_positions"])
     assert step < set(decisions.removed) | set(decisions.truncated), "built on the fresh ones"
+
+
+async def test_a_measured_escalation_on_standing_decisions_keeps_their_smallest_room() -> None:
+    """Built on decisions in force, a measured escalation keeps the smallest room any of them
+    was made under: a later count that disproves that room, though not the newest one,
+    starts the walk afresh."""
+    session = await Session.start(token_meter="actual")
+    provider = Provider(200_000, 64_000)
+    manager = session.manager
+    for message in history_of(30, 2_000):
+        await manager.add_message(message)
+    extra = 0
+
+    async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
+        tokens = estimate(view) + extra  # a reminder the orchestrator adds, of `extra` tokens
+        return {
+            "dispatch": {"messages": view},
+            "budget_decision": {
+                "estimated_input_tokens": tokens,
+                "input_limit_tokens": 200_000 - 64_000,
+                "measurement": {"kind": "provider_count", "source": "t", "input_tokens": tokens},
+            },
+        }
+
+    measured = session.coordinator.get_capability("context.measured_request_view")
+    await session.view(provider)
+    reported: list[bool] = []
+    budget = 0
+    overheads = (40_000, 30_000, 5_000)
+    for overhead in overheads:
+        extra = overhead
+        while True:
+            result = await measured(provider=provider, retain_contents=[], count_view=count_view)
+            assert await result["transaction"].commit()
+            if result["outcome"] != "not_needed":
+                break
+            await session.read_file(4_000)
+        assert result["outcome"] == "target_reached", result["outcome"]
+        budget = result["policy_budget"]
+        decisions = manager.decisions
+        # What the escalation reports is what it decided: all in force when made afresh,
+        # only what it added when built on the decisions in force.
+        event = session.named("context:compaction")[-1]
+        reported.append(set(event["removed_positions"]) == set(decisions.removed))
+    # The rooms, about: the second does not disprove the first; the third disproves the
+    # first, not the second.
+    first_room, second_room, third_room = (budget - o for o in overheads)
+    assert not disproved(first_room, second_room)
+    assert disproved(first_room, third_room) and not disproved(second_room, third_room)
+    assert reported == [True, False, True], "fresh, built on the first, fresh again"
