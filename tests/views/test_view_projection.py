@@ -409,6 +409,19 @@ async def test_a_typed_text_block_in_a_tool_result_is_capped_at_ingress() -> Non
     assert len(stored["text"]) <= 1000 and "truncated at ingress" in stored["text"]
 
 
+@pytest.mark.parametrize("cap", [1_000, 200_000])
+async def test_a_foreign_block_is_sent_as_json_only_within_the_tool_result_cap(cap: int) -> None:
+    # The cap that bounds a tool result at ingress bounds a block sent as its JSON text too.
+    manager = SimpleContextManager(max_tool_result_bytes=cap)
+    wizard = {"type": "wizard", "spell": "w" * 5_000}
+    await manager.add_message({"role": "user", "content": [wizard]})
+    [sent] = (await manager.get_messages_for_request())[0]["content"]
+    if cap > 5_000:
+        assert json.loads(sent["text"]) == wizard
+    else:
+        assert sent["text"].startswith("[wizard block not shown: media type unknown, ")
+
+
 def test_a_host_shaped_result_block_can_be_shortened() -> None:
     message = {
         "role": "tool",
