@@ -16,7 +16,7 @@ decisions, the history as long as it was then, the notices that stood beside it)
 
 from __future__ import annotations
 
-__all__ = ["MapMaker"]
+__all__ = ["MapMaker", "held_to"]
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -87,12 +87,25 @@ class MapMaker:
             length=order.length,
             passed=self._passed.passed_before(order.length),
         )
-        while lines:
-            mapped = replace(figures, left_out_map=lines)
-            if index.estimate(notice_message(mapped, verbosity)) - plain <= order.bound:
-                break
-            lines = lines[:-1] if len(lines) > 2 else ()
-        return lines
+
+        def cost(kept: tuple[str, ...]) -> int:
+            mapped = replace(figures, left_out_map=kept)
+            return index.estimate(notice_message(mapped, verbosity)) - plain
+
+        return held_to(order.bound, lines, cost)
+
+
+def held_to(
+    bound: int, lines: tuple[str, ...], cost: Callable[[tuple[str, ...]], int]
+) -> tuple[str, ...]:
+    """``lines`` cut from the end until their ``cost`` is within ``bound`` (the longest head
+    that fits, for a cost that grows with every line); a heading (the first line) is never
+    kept without a line under it, so two lines over the bound become none."""
+    while lines:
+        if cost(lines) <= bound:
+            break
+        lines = lines[:-1] if len(lines) > 2 else ()
+    return lines
 
 
 def _rough_tokens(text: str) -> int:

@@ -8,10 +8,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from amplifier_module_context_simple import ContextConfig
 from amplifier_module_context_simple.history._history import HistoryIndex
-from amplifier_module_context_simple.planning._map_maker import MapMaker
+from amplifier_module_context_simple.planning._map_maker import (
+    MapMaker,
+    _rough_tokens,  # pyright: ignore[reportPrivateUsage]
+    held_to,
+)
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
 from amplifier_module_context_simple.views._map_reading import RECENT_CALLS, PassedNames
@@ -147,3 +153,75 @@ def test_the_notice_s_own_lines_are_not_charged_to_the_map() -> None:
     assert estimate_message_tokens(notice_message(figures, "normal")) > 60
     order = LeftOutMap(Decisions(removed=removed), figures, (), bound=60, length=len(messages))
     assert len(maker.lines(order, lambda _: {})) >= 2
+
+
+# Paths and tool names the estimate counts differently at each verbosity's fixed lines: at a
+# bound of 124, the map that fits beside the normal notice is a line too long for the minimal.
+MIXED_SCRIPTS = [
+    ("grep", "資料データxéabc数据é_0"), ("文件", "ファイルпуть_1"), ("read_file", "abcééabc数据_2"),
+    ("文件", "ファイルпутьファイル_3"), ("grep", "путь_4"), ("文件", "数据ファイルxabcé数据_5"),
+    ("文件", "xabc数据資料データпуть_6"), ("read_file", "xéxファイル_7"),
+    ("文件", "abcファイル資料データ資料データ_8"), ("文件", "資料データx数据ファイル_9"),
+    ("文件", "abc資料データabcabcabc資料データ_10"), ("read_file", "ファイル資料データéx_11"),
+    ("read_file", "abcabcファイル資料データabc_12"), ("文件", "abcxabcxx_13"),
+    ("grep", "xファイルxファイルé数据_14"), ("read_file", "éファイル数据数据xé_15"),
+    ("read_file", "путьéé_16"), ("文件", "数据資料データabcファイルabcx_17"),
+    ("read_file", "é資料データ_18"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("verbosity", ["minimal", "normal", "verbose"])
+def test_a_map_in_mixed_scripts_keeps_to_its_bound_at_every_verbosity(verbosity: str) -> None:
+    messages: list[Msg] = [{"role": "user", "content": "Read them all."}]
+    for k, (tool, path) in enumerate(MIXED_SCRIPTS):
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": f"c{k}", "tool": tool, "arguments": {"path": path}}
+            ]},
+            result(f"c{k}", f"{path} 本文 {k}"),
+        ]  # fmt: skip
+    index = indexed(messages)
+    maker = MapMaker(ContextConfig(compaction_notice_verbosity=verbosity), index)
+    removed = frozenset(range(1, len(messages) - 2))
+    figures = NoticeFigures(len(messages), len(removed), 0, 0, True)
+    plain = estimate_message_tokens(notice_message(figures, verbosity))
+    for bound in range(100, 140):
+        order = LeftOutMap(
+            Decisions(removed=removed), figures, (), bound=bound, length=len(messages)
+        )
+        lines = maker.lines(order, lambda _: {})
+        mapped = notice_message(replace(figures, left_out_map=lines), verbosity)
+        assert estimate_message_tokens(mapped) - plain <= bound
+        assert len(lines) >= 2
+
+
+@given(
+    weights=st.lists(st.integers(0, 30), max_size=8),
+    extra=st.integers(0, 3),
+    bound=st.integers(0, 120),
+)
+def test_held_to_keeps_the_longest_head_that_fits_and_never_a_heading_alone(
+    weights: list[int], extra: int, bound: int
+) -> None:
+    lines = tuple(f"line {k}" for k in range(len(weights)))
+
+    def cost(kept: tuple[str, ...]) -> int:
+        # Grows with every line, and not quite additively (as an estimate of the whole).
+        return sum(weights[: len(kept)]) + (extra if len(kept) % 2 else 0) + len(kept)
+
+    held = held_to(bound, lines, cost)
+    assert held == lines[: len(held)]
+    if held:
+        assert cost(held) <= bound
+    if held != lines:
+        assert len(held) != 1, "a heading is never kept alone"
+        longer = lines[: max(2, len(held) + 1)]
+        assert cost(longer) > bound, "a head one line longer would have fitted"
+
+
+@given(st.text(min_size=0, max_size=60))
+def test_a_name_is_measured_on_the_high_side_in_whole_tokens(name: str) -> None:
+    # Names run two to four characters a token: two characters a token is the high side.
+    rough = _rough_tokens(name)
+    assert isinstance(rough, int)
+    assert rough >= -(-len(name) // 2) and rough >= 1
