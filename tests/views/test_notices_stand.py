@@ -43,10 +43,10 @@ def batches(rounds: int = 12, lines: int = 40) -> list[Msg]:
     return messages
 
 
-def run(messages: list[Msg], budget: int) -> Any:
+def run(messages: list[Msg], budget: int, **config: Any) -> Any:
     logging.disable(logging.WARNING)
     try:
-        return asyncio.run(replay(messages, budget, resume=True))
+        return asyncio.run(replay(messages, budget, resume=True, **config))
     finally:
         logging.disable(logging.NOTSET)
 
@@ -123,3 +123,13 @@ def test_every_view_with_standing_notices_is_valid_and_within_the_budget(
         asyncio.run(check())
     finally:
         logging.disable(logging.NOTSET)
+
+
+def test_a_resume_counts_the_room_of_the_notices_standing_at_each_point() -> None:
+    # Small reads and a large map share: three standing notices take more than the longest
+    # notice alone, which moves the hard limit below the trigger at some request points. A
+    # resumed walk that kept the limit of its first point would pass over an escalation the
+    # running session made there.
+    found = run(batches(rounds=60, lines=8), 6_000, compaction_map_share=0.2)
+    assert found.escalations > 0
+    assert found.resumed_differ == []
