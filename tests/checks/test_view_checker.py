@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import check_view
-from amplifier_module_context_simple.checks._invariants import ViewChecker, sent_forms
+from amplifier_module_context_simple import SimpleContextManager, check_view
+from amplifier_module_context_simple.checks._invariants import (
+    ViewChecker,
+    sent_forms,
+    shared_start,
+)
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
 
 from ..vocabulary.test_messages import conversations
@@ -160,3 +165,103 @@ def test_the_active_turns_opener_is_found_past_a_reminder_after_the_prompt() -> 
     assert any("does not open with the history's thinking" in p for p in problems), problems
     checker = ViewChecker()
     assert checker.check([*sent[:2], *sent[4:]], history) == problems
+
+
+POOL = [{"n": i} for i in range(4)]  # equal-looking dicts are other messages: identity counts
+
+
+@given(st.lists(st.integers(0, 3), max_size=6), st.lists(st.integers(0, 3), max_size=7))
+@example([0, 1], [0, 2])  # all of the last view but its last message, which is replaced
+def test_shared_start_is_all_of_the_last_view_or_all_but_its_last_message(
+    before: list[int], after: list[int]
+) -> None:
+    previous, view = [POOL[i] for i in before], [POOL[i] for i in after]
+    view_copies = [dict(m) for m in view]
+    n = len(previous)
+
+    def resends(k: int) -> bool:
+        return len(view) >= k and all(a is b for a, b in zip(previous[:k], view, strict=False))
+
+    expected = n if n and resends(n) else n - 1 if n > 1 and resends(n - 1) else 0
+    assert shared_start(previous, view) == expected
+    assert shared_start(previous, view_copies) == 0 or not previous
+
+
+WIZARD = {"role": "user", "content": [{"type": "wizard", "spell": "w" * 3_000}]}
+
+
+def test_a_checker_with_its_own_cap_reads_a_foreign_block_as_check_view_does_after_a_reset() -> (
+    None
+):
+    # Sent as a placeholder under a 1,000-byte cap, as its JSON under the default one.
+    history = [WIZARD, {"role": "assistant", "content": "seen"}]
+    small = sent_forms(history, json_cap=1_000)
+    assert small != sent_forms(history)
+    checker = ViewChecker(json_cap=1_000)
+    assert checker.check(small, history) == check_view(small, history=history, json_cap=1_000)
+    assert checker.check(small, history) == []
+    # A history that does not extend the last one is read again, under the same cap.
+    other = [dict(WIZARD), {"role": "assistant", "content": "seen again"}]
+    again = sent_forms(other, json_cap=1_000)
+    assert checker.check(again, other) == check_view(again, history=other, json_cap=1_000) == []
+
+
+def test_an_empty_view_of_an_empty_history_is_valid() -> None:
+    assert ViewChecker().check([], []) == check_view([], history=[]) == []
+
+
+def test_a_history_whose_new_head_is_the_old_last_message_is_read_again() -> None:
+    one = {"role": "user", "content": "one"}
+    answer = {"role": "assistant", "content": "a"}
+    two = {"role": "user", "content": "two"}
+    checker = ViewChecker()
+    assert checker.check(sent_forms([one, answer]), [one, answer]) == []
+    # The last message checked now opens a new history: it is no longer the one at its old
+    # position, so nothing read of the old history (its first prompt, "one") holds.
+    other = [answer, two, {"role": "assistant", "content": "b"}]
+    view = sent_forms(other)
+    assert checker.check(view, other) == check_view(view, history=other) == []
+
+
+REMINDER = {
+    "role": "user",
+    "content": "<system-reminder>a hook's note</system-reminder>",
+    "metadata": {"source": "hook"},
+}
+LATE_RULES = {"role": "system", "content": "late rules"}
+
+
+@pytest.mark.parametrize("tail", [[REMINDER, REMINDER], [LATE_RULES, REMINDER], [REMINDER]])
+def test_views_that_drop_their_last_messages_one_by_one_get_check_views_verdict(
+    tail: list[dict[str, Any]],
+) -> None:
+    # A view that re-sends all of the last one but its last message (one that merges into
+    # the turn around it: a reminder, the notice) is fed on from the scan kept before that
+    # message; one that re-sends less is scanned whole. A system message after the
+    # conversation, or a repeated reminder, is a problem the kept scans must not lose.
+    history = generate_session(40, seed=7)
+    view = [*sent_forms(history), *tail]
+    checker = ViewChecker()
+    verdicts: list[list[str]] = []
+    for _ in range(len(tail) + 3):
+        expected = check_view(view, history=history)
+        assert checker.check(view, history) == expected
+        verdicts.append(expected)
+        view = view[:-1]
+    assert verdicts[0] != [] or len(tail) == 1, "the tail is a problem, so the check is not vacuous"
+
+
+async def test_sent_forms_give_calls_without_ids_the_ids_the_view_sends() -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "look"}]
+    for k in range(3):
+        history.append(
+            {"role": "assistant", "content": "", "tool_calls": [{"tool": "read", "arguments": {}}]}
+        )
+        history.append({"role": "tool", "content": f"out {k}"})
+    history.append({"role": "assistant", "content": "done"})
+    manager = SimpleContextManager()
+    for message in history:
+        await manager.add_message(message)
+    view = await manager.get_messages_for_request()
+    assert [m.get("tool_calls") for m in sent_forms(history)] == [m.get("tool_calls") for m in view]
+    assert check_view(view, history=history) == []

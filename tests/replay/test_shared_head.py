@@ -12,8 +12,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple.checks._invariants import ViewChecker, shared_start
@@ -102,22 +100,3 @@ def test_the_drop_tracker(steps: list[Step]) -> None:
         assert mine == counting.observe(request, view, history, level=0, compacted=False)
         found += len(mine)
     assert found, "the views leave messages out, so the comparison is not vacuous"
-
-
-POOL = [{"n": i} for i in range(4)]  # equal-looking dicts are other messages: identity counts
-
-
-@given(st.lists(st.integers(0, 3), max_size=6), st.lists(st.integers(0, 3), max_size=7))
-def test_shared_start_is_all_of_the_last_view_or_all_but_its_last_message(
-    before: list[int], after: list[int]
-) -> None:
-    previous, view = [POOL[i] for i in before], [POOL[i] for i in after]
-    view_copies = [dict(m) for m in view]
-    n = len(previous)
-
-    def resends(k: int) -> bool:
-        return len(view) >= k and all(a is b for a, b in zip(previous[:k], view, strict=False))
-
-    expected = n if n and resends(n) else n - 1 if n > 1 and resends(n - 1) else 0
-    assert shared_start(previous, view) == expected
-    assert shared_start(previous, view_copies) == 0 or not previous
