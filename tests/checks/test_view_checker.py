@@ -265,3 +265,56 @@ async def test_sent_forms_give_calls_without_ids_the_ids_the_view_sends() -> Non
     view = await manager.get_messages_for_request()
     assert [m.get("tool_calls") for m in sent_forms(history)] == [m.get("tool_calls") for m in view]
     assert check_view(view, history=history) == []
+
+
+def test_a_result_sent_as_a_block_of_a_user_message_ends_no_turn() -> None:
+    # Anthropic's shape: the results come back as tool_result blocks of a user message. That
+    # message is the round's result, not a prompt: the active turn still opens with the
+    # thinking round, and leaving that round out is still found.
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "s"},
+                {"type": "tool_use", "id": "c0", "name": "read", "input": {}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c0", "content": "0"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "read", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "1"}]},
+    ]
+    sent = sent_forms(history)
+    assert check_view(sent, history=history) == []
+    problems = check_view([sent[0], *sent[3:]], history=history)
+    assert any("does not open with the history's thinking" in p for p in problems), problems
+    assert ViewChecker().check([sent[0], *sent[3:]], history) == problems
+
+
+def test_a_result_block_arriving_after_a_plain_answer_still_ends_no_turn() -> None:
+    # The answer to the thinking round's call comes back late, after a plain assistant line:
+    # it is still that round's result, not a prompt opening a new turn there.
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "s"},
+                {"type": "tool_use", "id": "c0", "name": "read", "input": {}},
+            ],
+        },
+        {"role": "assistant", "content": "Still reading."},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c0", "content": "0"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "read", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "1"}]},
+    ]
+    sent = sent_forms(history)
+    problems = check_view([sent[0], *sent[4:]], history=history)
+    assert any("does not open with the history's thinking" in p for p in problems), problems
+    assert ViewChecker().check([sent[0], *sent[4:]], history) == problems
