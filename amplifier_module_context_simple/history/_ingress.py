@@ -231,24 +231,20 @@ def _clip_texts(texts: list[str], max_bytes: int) -> tuple[list[str | None], int
     remaining = max_bytes - len(marker)
     out: list[str | None] = []
     stored = 0
-    # The texts' total is over the cap, so one of them is the first that no longer fits.
+    # The texts' total is over the cap, so one of them is the first that does not fit
+    # beside the marker. One that fills the budget exactly is that one too: cut nowhere, it
+    # carries the marker, which never goes on an otherwise empty text after it.
     for text, size in zip(texts, sizes, strict=True):
-        if size > remaining:
+        if size >= remaining:
             break
         # Kept whole, but re-encoded if it holds surrogates: the clipped result as a whole
         # must be valid UTF-8.
         out.append(text if text.isascii() else text.encode("utf-8", _ENCODE_ERRORS).decode())
         remaining -= size
         stored += size
-    if remaining == 0 and out:
-        # The budget ended exactly at a boundary: the marker goes on the last text kept
-        # rather than on an otherwise empty one.
-        out[-1] = f"{out[-1]}{marker}"
-    else:
-        prefix = _cut_prefix(texts[len(out)].encode("utf-8", _ENCODE_ERRORS), remaining)
-        out.append(prefix + marker)
-        stored += utf8_byte_length(prefix)
-    stored += len(marker)
+    prefix = _cut_prefix(texts[len(out)].encode("utf-8", _ENCODE_ERRORS), remaining)
+    out.append(prefix + marker)
+    stored += utf8_byte_length(prefix) + len(marker)
     # Text past the cut is dropped; an empty text block is invalid upstream.
     out += [None] * (len(texts) - len(out))
     return out, original, stored

@@ -290,10 +290,16 @@ def test_text_after_the_cut_is_dropped_but_other_blocks_stay() -> None:
     assert prefix == "1" * (CAP - len(ingress_marker(9000)))
 
 
-def test_marker_goes_on_last_kept_text_when_budget_ends_at_boundary() -> None:
+@pytest.mark.parametrize("between", [[], [""], ["", ""]], ids=["next", "empty", "two empty"])
+def test_marker_goes_on_last_kept_text_when_budget_ends_at_boundary(between: list[str]) -> None:
+    # Never on an empty text after it: that is past the cut, and dropped with the rest.
     marker_len = len(ingress_marker(CAP - len(ingress_marker(0)) + 500))
     first = "f" * (CAP - marker_len)
-    blocks = [{"type": "text", "text": first}, {"type": "text", "text": "s" * 500}]
+    blocks = [
+        {"type": "text", "text": first},
+        *({"type": "text", "text": text} for text in between),
+        {"type": "text", "text": "s" * 500},
+    ]
     original = len(first) + 500
     assert len(ingress_marker(original)) == marker_len
     out, clip = clip_tool_result(tool(blocks), CAP)
