@@ -48,8 +48,9 @@ def check_view(
     """List the invariant violations of ``view`` (an empty list means valid).
 
     Without ``history`` only the view's own structure is checked: tool pairing and adjacency,
-    duplicates (a message object, or a tool-call id, twice), system messages first, no
-    public-history metadata key (a display-only row, a public copy). With
+    duplicates (a message object, or a tool-call id, twice), no call block outside an
+    assistant message nor result block outside a user or tool message, system messages
+    first, no public-history metadata key (a display-only row, a public copy). With
     ``history`` (the canonical messages it was built from) it also checks that the system
     messages are unchanged, that the first and last human prompts are present, that the
     latest assistant turn's thinking blocks are intact, and that no turn was split: a human

@@ -1,5 +1,6 @@
-"""The view rules that read the view alone: pairing, adjacency, duplicates, systems first, and
-no key of Amplifier's public history (``_public``).
+"""The view rules that read the view alone: pairing, adjacency, duplicates, call and result
+blocks only where their role can carry them, systems first, and no key of Amplifier's public
+history (``_public``).
 
 ``ViewScan`` is one pass over a view's messages that can stop and go on (``copy``), so a
 checker can scan a view that extends the previous one from where that one ended. ``Shape`` is
@@ -15,9 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..history._ids import raw_call_ids
+from ..history._ids import raw_call_ids, tool_block_fits
 from ..history._turn_rule import TurnReader, part_of
-from ..vocabulary._messages import call_ids, is_human_prompt, is_tool_result, result_ids
+from ..vocabulary._messages import (
+    blocks,
+    call_ids,
+    is_human_prompt,
+    is_tool_result,
+    result_ids,
+)
 from ..vocabulary._public import carries_public_marker
 
 
@@ -34,6 +41,8 @@ class Shape:
     result: bool
     merges: bool
     """``merges``: lifted out of, or merged into, the turn around it."""
+    misplaced: tuple[str, ...] = ()
+    """Types of its call or result blocks that its role cannot carry (``tool_block_fits``)."""
 
 
 def shape_of(message: Mapping[str, Any]) -> Shape:
@@ -45,6 +54,11 @@ def shape_of(message: Mapping[str, Any]) -> Shape:
         repeated += sorted({i for i in named if named.count(i) > 1})
     role = message.get("role")
     human, result = is_human_prompt(message), is_tool_result(message)
+    misplaced = tuple(
+        str(kind)
+        for kind in (b.get("type") for b in blocks(message))
+        if not tool_block_fits(kind, role)
+    )
     return Shape(
         role=role,
         calls=call_ids(message),
@@ -53,6 +67,7 @@ def shape_of(message: Mapping[str, Any]) -> Shape:
         human=human,
         result=result,
         merges=merges(role, human, result),
+        misplaced=misplaced,
     )
 
 
@@ -61,9 +76,10 @@ class ViewScan:
 
     ``feed`` takes the view's messages in order; ``copy`` keeps the state at a point, so a
     view that extends an earlier one is scanned from where that one ended. Besides its own
-    problems (pairing, duplicates, systems first, public-history keys) it records what the
-    history rules need: the view's system messages, its human prompts that directly follow a
-    tool result, where its last human prompt is, and its turns as the provider reads them.
+    problems (pairing, duplicates, misplaced tool blocks, systems first, public-history keys)
+    it records what the history rules need: the view's system messages, its human prompts that
+    directly follow a tool result, where its last human prompt is, and its turns as the
+    provider reads them.
     """
 
     __slots__ = (
@@ -73,6 +89,7 @@ class ViewScan:
         "declared",
         "duplicates",
         "last_human",
+        "misplaced",
         "open_ids",
         "open_index",
         "order",
@@ -96,6 +113,7 @@ class ViewScan:
         self.declared: dict[str, int] = {}
         self.order: list[str] = []
         self.public: list[str] = []
+        self.misplaced: list[str] = []
         self.seen_other = False
         self.systems: list[Mapping[str, Any]] = []
         self.candidates: list[tuple[int, Mapping[str, Any]]] = []
@@ -113,13 +131,17 @@ class ViewScan:
         return twin
 
     def problems(self) -> list[str]:
-        return self.pairing + self.duplicates + self.order + self.public
+        return self.pairing + self.duplicates + self.order + self.public + self.misplaced
 
     def feed(self, message: Mapping[str, Any], shape: Shape) -> None:
         index = self.count
         self.count += 1
         self._pair(index, shape)
         self._duplicates(index, message, shape)
+        self.misplaced += (
+            f"view[{index}]: a {kind} block in a {shape.role} message, where providers refuse it"
+            for kind in shape.misplaced
+        )
         if carries_public_marker(message):
             # Amplifier's public history is for display: no provider may be sent any of it.
             self.public.append(f"view[{index}]: carries a public-history metadata key")

@@ -28,6 +28,7 @@ __all__ = [
     "Ids",
     "raw_call_ids",
     "raw_result_ids",
+    "tool_block_fits",
     "usable",
     "well_formed",
 ]
@@ -100,6 +101,18 @@ class Ids(NamedTuple):
 
 
 NO_IDS = Ids()
+
+
+def tool_block_fits(kind: object, role: object) -> bool:
+    """Whether a block of type ``kind`` may stand in a message of ``role``: a call only in an
+    assistant message, a result only where results come back. Pairing reads a call or a result
+    nowhere else, and providers refuse one anywhere else (a ``tool_use`` outside the assistant
+    turn, a ``tool_result`` that answers nothing before it)."""
+    if kind in CALL_BLOCK_TYPES:
+        return role == "assistant"
+    if kind in RESULT_BLOCK_TYPES:
+        return role in RESULT_BLOCK_ROLES
+    return True
 
 
 def raw_call_ids(message: Mapping[str, Any]) -> tuple[list[object], list[object]]:

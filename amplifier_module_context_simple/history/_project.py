@@ -58,7 +58,7 @@ from ..vocabulary._messages import (
     read_block,
 )
 from ..vocabulary._public import sent_metadata
-from ._ids import NO_IDS, Ids, usable
+from ._ids import Ids, tool_block_fits, usable
 
 # Kinds of view repair, the first token of every ``view_repairs`` entry ("kind: detail").
 IMAGE = "image"
@@ -121,8 +121,11 @@ def host_valid_block(data: Mapping[str, Any]) -> bool:
     return all(isinstance(data.get(key), kind) for key, kind in fields)
 
 
-def project(message: Mapping[str, Any], ids: Ids = NO_IDS, *, json_cap: int) -> Projected:
-    """The sent form of ``message`` and the kinds of change made (none: the same object)."""
+def project(message: Mapping[str, Any], ids: Ids, *, json_cap: int) -> Projected:
+    """The sent form of ``message`` and the kinds of change made (none: the same object).
+
+    ``ids`` are the view ids the history's ``IdAssigner`` gave this message: one derived id
+    for each call or result of it without a usable id of its own."""
     kinds: list[str] = []
     changes: dict[str, Any] = {}
     content = message.get("content")
@@ -130,7 +133,8 @@ def project(message: Mapping[str, Any], ids: Ids = NO_IDS, *, json_cap: int) -> 
         changes["content"] = ""
         kinds.append(NULL_CONTENT)
     elif isinstance(content, list):
-        blocks = _project_blocks(content, ids, json_cap, kinds)  # pyright: ignore[reportUnknownArgumentType]
+        role = message.get("role")
+        blocks = _project_blocks(content, ids, json_cap, kinds, role)  # pyright: ignore[reportUnknownArgumentType]
         if blocks is not None:
             changes["content"] = blocks
     elif not isinstance(content, str):
@@ -204,7 +208,7 @@ def _project_tool_calls(tool_calls: object, ids: Ids, kinds: list[str]) -> list[
             seen.add(raw)  # type: ignore[arg-type]
             new = ids.call_map.get(raw)  # type: ignore[arg-type]
         else:
-            new = ids.idless_calls[idless] if idless < len(ids.idless_calls) else None
+            new = ids.idless_calls[idless]
             idless += 1
         out.append(call if new is None else {**call, "id": new})  # pyright: ignore[reportUnknownArgumentType]
     return out
@@ -219,23 +223,27 @@ class _IdCursor:
         self.idless_results = 0
         self.seen_calls: set[str] = set()
 
+    # The assigner reads calls and results where the projection sends them as such (calls of
+    # assistant messages, results of user and tool messages: ``tool_block_fits``) and derives
+    # one id per id-less one (per id-less call of the larger of the message's two sources), so
+    # the n-th id-less block always has its id.
+
     def call(self, raw: object) -> str:
         if usable(raw):
             return self.ids.call_map.get(raw, raw)  # type: ignore[arg-type]
-        derived = self.ids.idless_calls
         self.idless_calls += 1
-        return derived[min(self.idless_calls - 1, len(derived) - 1)] if derived else "call"
+        return self.ids.idless_calls[self.idless_calls - 1]
 
     def result(self, raw: object) -> str:
         if usable(raw):
             return self.ids.result_map.get(raw, raw)  # type: ignore[arg-type]
-        derived = self.ids.idless_results
         self.idless_results += 1
-        index = min(self.idless_results - 1, len(derived) - 1)
-        return derived[index] if derived else "unknown"
+        return self.ids.idless_results[self.idless_results - 1]
 
 
-def _project_blocks(content: list[Any], ids: Ids, cap: int, kinds: list[str]) -> list[Any] | None:
+def _project_blocks(
+    content: list[Any], ids: Ids, cap: int, kinds: list[str], role: object
+) -> list[Any] | None:
     cursor = _IdCursor(ids)
     out: list[Any] = []
     changed = False
@@ -249,13 +257,15 @@ def _project_blocks(content: list[Any], ids: Ids, cap: int, kinds: list[str]) ->
                 continue
             if usable(raw):
                 cursor.seen_calls.add(raw)  # type: ignore[arg-type]
-        sent = _project_block(block, cursor, cap, kinds)
+        sent = _project_block(block, cursor, cap, kinds, role)
         changed = changed or sent is not block
         out.append(sent)
     return out if changed else None
 
 
-def _project_block(block: object, cursor: _IdCursor, cap: int, kinds: list[str]) -> Any:
+def _project_block(
+    block: object, cursor: _IdCursor, cap: int, kinds: list[str], role: object
+) -> Any:
     if isinstance(block, str):
         kinds.append(TEXT)
         return {"type": "text", "text": block}
@@ -264,6 +274,9 @@ def _project_block(block: object, cursor: _IdCursor, cap: int, kinds: list[str])
         kinds.append(BLOCK_JSON)
         return {"type": "text", "text": _json(block)}
     kind = data.get("type")
+    if not tool_block_fits(kind, role):
+        # A call or a result where none can stand: what it says goes out as text.
+        return _as_text(data, cap, kinds)
     if kind in CALL_BLOCK_TYPES:
         return _call_block(block, data, cursor, kinds)
     if kind == "tool_result":

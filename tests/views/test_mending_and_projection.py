@@ -20,6 +20,7 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
 )
 from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.history._ids import IdAssigner
 from amplifier_module_context_simple.history._project import project
 from amplifier_module_context_simple.views._decisions import Decisions
 from amplifier_module_context_simple.views._ladder import LadderPolicy, plan_escalation
@@ -273,7 +274,8 @@ async def test_a_data_url_without_a_media_type_is_sent_as_png() -> None:
 def test_an_unknown_block_is_sent_as_json_up_to_the_cap_exactly(slack: int) -> None:
     block = {"type": "x-trace", "spans": "s" * 100}
     size = len(json.dumps(block, sort_keys=True).encode())
-    sent, kinds = project({"role": "user", "content": [block]}, json_cap=size + slack)
+    message = {"role": "user", "content": [block]}
+    sent, kinds = project(message, IdAssigner().add(message, 0), json_cap=size + slack)
     text = sent["content"][0]["text"]
     if slack == 0:
         assert kinds == ("block-json",) and json.loads(text) == block

@@ -104,6 +104,53 @@ async def test_foreign_blocks_are_sent_in_the_host_shape(
     assert all(r.split(":", 1)[0] in REPAIR_KINDS for r in manager.view_repairs)
 
 
+MISPLACED = [
+    ("user", {"type": "tool_use", "id": "t9", "name": "read", "input": {"path": "a.py"}}),
+    ("user", {"type": "tool_call", "id": "t8", "name": "read", "input": {}}),
+    ("assistant", {"type": "tool_result", "tool_use_id": "t7", "content": "r"}),
+    ("assistant", {"type": "tool_result", "content": "no id"}),
+    ("system", {"type": "tool_result", "tool_use_id": "t6", "content": "r"}),
+    ("tool", {"type": "tool_use", "id": "t5", "name": "read", "input": {}}),
+]
+
+
+@pytest.mark.parametrize(("role", "block"), MISPLACED, ids=lambda v: str(v)[:24])
+async def test_a_call_or_result_block_where_its_role_cannot_carry_it_is_sent_as_text(
+    role: str, block: dict[str, Any]
+) -> None:
+    # Pairing reads no call outside an assistant message and no result outside a user or tool
+    # message; providers refuse one there. What it says goes out as its JSON text.
+    message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": "x"}, block]}
+    if role == "tool":
+        message["tool_call_id"] = "t0"
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "go"})
+    if role == "tool":
+        call = {"id": "t0", "tool": "read", "arguments": {}}
+        await manager.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
+    await manager.add_message(message)
+    await manager.add_message({"role": "user", "content": "next"})
+    before = copy.deepcopy(manager.messages)
+    view = await manager.get_messages_for_request()
+    [sent] = [m for m in view if m["role"] == role and isinstance(m["content"], list)]
+    assert sent["content"][1] == {"type": "text", "text": json.dumps(block, sort_keys=True)}
+    assert_ok(view, manager.messages)
+    assert manager.messages == before, "history keeps the block as admitted"
+    if role != "system":  # system messages are sent apart from the body's repairs
+        assert any(r.startswith("block-json") for r in manager.view_repairs)
+
+
+@pytest.mark.parametrize(("role", "block"), MISPLACED, ids=lambda v: str(v)[:24])
+def test_check_view_names_a_call_or_result_block_its_role_cannot_carry(
+    role: str, block: dict[str, Any]
+) -> None:
+    view = [{"role": "user", "content": "go"}, {"role": role, "content": [block]}]
+    problems = check_view(view)
+    assert f"view[1]: a {block['type']} block in a {role} message, where providers refuse it" in (
+        problems
+    )
+
+
 async def test_binary_blocks_become_a_placeholder_and_are_charged_as_sent() -> None:
     audio = {"type": "input_audio", "input_audio": {"data": "A" * 2_000_000, "format": "wav"}}
     huge = {"type": "wizard", "text": "word " * 200_000}  # no host equivalent, over the cap
@@ -494,9 +541,10 @@ def test_cjk_count_does_not_materialise_one_string_per_character() -> None:
 
 
 def test_projection_is_a_pure_function() -> None:
-    message = {"role": "user", "content": [{"type": "image_url", "image_url": PNG}]}
-    first, kinds = project(message, json_cap=1000)
-    second, again = project(message, json_cap=1000)
+    message: dict[str, Any] = {"role": "user", "content": [{"type": "image_url", "image_url": PNG}]}
+    ids = IdAssigner().add(message, 0)
+    first, kinds = project(message, ids, json_cap=1000)
+    second, again = project(message, ids, json_cap=1000)
     assert first == second and kinds == again == ("image",)
     assert message["content"][0]["type"] == "image_url"
 
