@@ -33,7 +33,7 @@ from ..history._turn_rule import TurnReader, part_of
 from ..views._render import factory_replaces, is_factory_message
 from ..vocabulary._messages import SIGNED_THINKING_TYPES, ToolPairing, blocks, is_human_prompt
 from ..vocabulary._public import is_reference_only
-from ._view_scan import Shape, ViewScan, makes_calls, merges, shape_of
+from ._view_scan import Shape, ViewScan, makes_calls, shape_of
 
 DEFAULT_JSON_CAP = 131_072
 """The ingress cap the view's JSON projection of unknown blocks is bounded by (its default)."""
@@ -221,7 +221,10 @@ class _HistoryFacts:
                 self.opener = sent
         if role == "assistant":
             self.latest_assistant = sent
-        if not merges(role, human, result):
+        # Every user-role message joins the user turn it follows, a typed prompt too (the
+        # provider merges them), so only an answer, a call or a result decides whether a turn
+        # starting now follows a tool round.
+        if role == "assistant" or result:
             self.after_round = result or makes_calls(message)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 
 from amplifier_module_context_simple import check_view
+from amplifier_module_context_simple.checks._invariants import sent_forms
 
 from ..vocabulary.test_messages import conversations
 
@@ -82,3 +84,163 @@ def test_history_checks_first_and_last_human_and_system() -> None:
 def test_generated_complete_conversations_are_valid(case: tuple[list[dict[str, Any]], Any]) -> None:
     messages, _ = case
     assert check_view(messages) == []
+
+
+# --- each rule against the history, by its exact words ------------------------------------------
+
+FIRST = {"role": "user", "content": "first"}
+ANSWER = {"role": "assistant", "content": "ok"}
+LAST = {"role": "user", "content": "last"}
+RULES = {"role": "system", "content": "rules"}
+THOUGHT = {
+    "role": "assistant",
+    "content": [
+        {"type": "thinking", "thinking": "plan", "signature": "s"},
+        {"type": "text", "text": "done"},
+    ],
+}
+FIRST_GONE = "the first human prompt is missing or changed in the view"
+LAST_GONE = "the last human prompt is missing or changed in the view"
+SYSTEM_GONE = "a system message of the history is missing or changed in the view"
+THINKING_GONE = "the latest assistant turn (with thinking) is missing or changed"
+
+
+def test_the_first_prompt_missing_or_changed_is_named() -> None:
+    history: list[dict[str, Any]] = [FIRST, ANSWER, LAST]
+    assert check_view(history, history=history) == []
+    assert check_view([ANSWER, LAST], history=history) == [FIRST_GONE]
+    changed = {"role": "user", "content": "first, edited"}
+    assert check_view([changed, ANSWER, LAST], history=history) == [FIRST_GONE]
+    # The same words sent as another role are not the prompt.
+    assert check_view([{**FIRST, "role": "assistant"}, LAST], history=history) == [FIRST_GONE]
+
+
+def test_the_last_prompt_is_found_wherever_the_view_has_it() -> None:
+    history: list[dict[str, Any]] = [FIRST, ANSWER, LAST, {"role": "assistant", "content": "x"}]
+    assert check_view([FIRST, ANSWER, LAST], history=history) == []
+    assert check_view([FIRST, ANSWER], history=history) == [LAST_GONE]
+    # A later prompt of the view that is not the history's last does not stand for it.
+    other = {"role": "user", "content": "another"}
+    assert check_view([FIRST, ANSWER, LAST, dict(ANSWER), other], history=history) == []
+    assert check_view([FIRST, ANSWER, other], history=history) == [LAST_GONE]
+
+
+def test_a_system_message_missing_or_changed_is_named_once() -> None:
+    history: list[dict[str, Any]] = [RULES, {"role": "system", "content": "more"}, FIRST, ANSWER]
+    assert check_view(history, history=history) == []
+    assert check_view(history[1:], history=history) == [SYSTEM_GONE]
+    assert check_view(history[2:], history=history) == [SYSTEM_GONE]
+
+
+def test_a_factory_message_stands_for_the_static_system_messages_but_not_a_hooks() -> None:
+    factory = {"role": "system", "content": "made", "metadata": {"source": "system-prompt-factory"}}
+    hooked = {"role": "system", "content": "injected", "metadata": {"source": "hook"}}
+    history: list[dict[str, Any]] = [RULES, hooked, FIRST, ANSWER]
+    assert check_view([factory, hooked, FIRST, ANSWER], history=history) == []
+    assert check_view([factory, FIRST, ANSWER], history=history) == [SYSTEM_GONE]
+    assert check_view([hooked, FIRST, ANSWER], history=history) == [SYSTEM_GONE]
+
+
+def test_the_latest_assistant_turn_with_thinking_must_go_out_unchanged() -> None:
+    history: list[dict[str, Any]] = [FIRST, THOUGHT]
+    assert check_view(history, history=history) == []
+    assert check_view([FIRST], history=history) == [THINKING_GONE]
+    edited = {**THOUGHT, "content": [*THOUGHT["content"][:1], {"type": "text", "text": "other"}]}
+    assert check_view([FIRST, edited], history=history) == [THINKING_GONE]
+    # Without thinking, the latest answer may be left out.
+    plain = [FIRST, ANSWER]
+    assert check_view([FIRST], history=plain) == []
+    # Only the latest assistant message counts: an earlier thinking answer may go.
+    longer: list[dict[str, Any]] = [FIRST, THOUGHT, LAST, ANSWER]
+    assert check_view([FIRST, LAST, ANSWER], history=longer) == []
+
+
+def test_a_prompt_after_a_result_is_allowed_only_where_the_history_has_it_there() -> None:
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
+    result = {"role": "tool", "tool_call_id": "a", "content": "1"}
+    history: list[dict[str, Any]] = [FIRST, call, result, ANSWER, LAST]
+    # The answer between the result and the prompt left out: the prompt merges into the round.
+    assert check_view([FIRST, call, result, LAST], history=history) == [
+        "view[3]: a human prompt directly follows a tool result, which it does not in the history"
+    ]
+    typed_after = [FIRST, call, result, LAST]
+    assert check_view(typed_after, history=typed_after) == []
+    # A reminder between them does not hide the result from the prompt.
+    reminder = {"role": "user", "content": "<r/>", "metadata": {"source": "hook"}}
+    assert check_view([FIRST, call, result, reminder, LAST], history=history) != []
+
+
+CALL_A = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
+RESULT_A = {"role": "tool", "tool_call_id": "a", "content": "1"}
+AFTER_A = "view[3]: a human prompt directly follows a tool result, which it does not in the history"
+
+
+def test_a_prompt_after_another_prompt_after_a_result_still_follows_the_round() -> None:
+    # The provider merges both prompts into the user turn of the result: leaving the first
+    # out changes nothing of how the second is read.
+    also = {"role": "user", "content": "also this"}
+    history: list[dict[str, Any]] = [FIRST, CALL_A, RESULT_A, LAST, also]
+    assert check_view([FIRST, CALL_A, RESULT_A, also], history=history) == []
+    # An answer in between ends the round: then the second prompt does not follow it.
+    answered: list[dict[str, Any]] = [FIRST, CALL_A, RESULT_A, LAST, ANSWER, also]
+    assert check_view([FIRST, CALL_A, RESULT_A, also], history=answered) == [AFTER_A]
+
+
+def _thinking_call(call_id: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "plan", "signature": "s"},
+            {"type": "tool_use", "id": call_id, "name": "read", "input": {}},
+        ],
+    }
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": "read", "input": {}}],
+    }
+
+
+def _result(call_id: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "r"}],
+    }
+
+
+OPENS_WITHOUT_THINKING = (
+    "the active turn does not open with the history's thinking assistant message"
+)
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        # A late result, then a prompt: the prompt joins the result's user turn.
+        [{"role": "assistant", "content": "Still reading."}, _result("c0"), LAST],
+        # A prompt right after a call the user interrupted: it answers nothing, yet the turn
+        # the call opened goes on (the view answers the call with a placeholder).
+        [LAST],
+    ],
+    ids=["late result", "interrupted call"],
+)
+def test_a_prompt_inside_a_tool_round_opens_no_turn(between: list[dict[str, Any]]) -> None:
+    history: list[dict[str, Any]] = [
+        FIRST,
+        _thinking_call("c0"),
+        *between,
+        _call("c1"),
+        _result("c1"),
+    ]
+    sent = sent_forms(history)
+    view = [sent[0], *sent[-2:]]
+    problems = check_view(view, history=history)
+    assert OPENS_WITHOUT_THINKING in problems, problems
+
+
+def test_a_prompt_after_a_late_result_follows_that_result() -> None:
+    history: list[dict[str, Any]] = [FIRST, CALL_A, ANSWER, _result("a"), LAST]
+    sent = sent_forms(history)
+    assert check_view([sent[0], sent[1], sent[3], sent[4]], history=history) == []
