@@ -21,7 +21,7 @@ from amplifier_module_context_simple.sizing._estimate import (
 )
 from amplifier_module_context_simple.sizing._images import image_size
 from amplifier_module_context_simple.sizing._price import float_price, text_price
-from amplifier_module_context_simple.vocabulary._messages import TEXT_BLOCK_TYPES
+from amplifier_module_context_simple.vocabulary._messages import MAX_DEPTH, TEXT_BLOCK_TYPES
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 FAMILIES_AND_NONE: tuple[str | None, ...] = (*FAMILIES, None)
@@ -437,10 +437,12 @@ def test_never_raises_on_hostile_shapes(value: Any, family: str | None) -> None:
 
 
 def test_deep_nesting_does_not_overflow() -> None:
-    deep: Any = "x"
+    deep: Any = "word " * 2_000
     for _ in range(5000):
         deep = [deep]
-    assert estimate_message_tokens({"role": "user", "content": deep}) >= 4
+    # Walked without recursion past the hostile depth, and its text still counts in full.
+    flat = estimate_message_tokens({"role": "user", "content": "word " * 2_000})
+    assert estimate_message_tokens({"role": "user", "content": deep}) >= flat
     cyclic: list[Any] = ["text"]
     cyclic.append(cyclic)
     assert (
@@ -705,3 +707,59 @@ def test_every_corpus_transcript_within_ten_percent(family: str) -> None:
     assert ratios
     outside = {name: round(r, 3) for name, r in ratios.items() if not 0.9 <= r <= 1.1}
     assert not outside, f"{family}: transcripts outside [0.9, 1.1]: {outside}"
+
+
+def _user(content: Any) -> int:
+    return estimate_message_tokens({"role": "user", "content": content})
+
+
+class Dumped:
+    """A typed block: its dump is a level of its own, the block inside it another."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"type": "x-note", "v": self.value}
+
+
+@pytest.mark.parametrize(
+    ("wrap", "deepest"),
+    [
+        (lambda v: [v], MAX_DEPTH - 2),
+        (lambda v: {"type": "x-note", "v": v}, MAX_DEPTH - 2),
+        (Dumped, (MAX_DEPTH - 2) // 2),
+    ],
+    ids=["lists", "blocks", "typed blocks"],
+)
+def test_structure_is_read_to_the_hostile_depth_and_only_its_text_beyond(
+    wrap: Any, deepest: int
+) -> None:
+    # A number is priced where the structure is read; past MAX_DEPTH levels only the strings
+    # are (walked without recursion), so the same number costs nothing there.
+    def nested(value: Any, levels: int) -> list[Any]:
+        for _ in range(levels):
+            value = wrap(value)
+        return [value]
+
+    def number_cost(levels: int) -> int:
+        return _user(nested(["x", 2**300], levels)) - _user(nested(["x"], levels))
+
+    assert number_cost(deepest) == (2**300).bit_length() // 10 + 1
+    assert number_cost(deepest + 1) == 0
+
+
+def test_numbers_cost_a_token_per_ten_bits_and_flags_nothing() -> None:
+    numbers = [0, 7, 2**40, 10**29, -(2**100)]
+    each = [n.bit_length() // 10 + 1 for n in numbers]
+    assert each == [1, 1, 5, 10, 11]
+    note = {"type": "x-note", "text": "the counts"}
+    assert _user([{**note, "n": numbers}]) - _user([note]) == sum(each)
+    assert _user([{**note, "flags": [True, False] * 10, "none": None}]) == _user([note])
+
+
+def test_a_float_costs_what_its_digits_cost_as_text() -> None:
+    for value in (3.14159265358979, 1e-300, 2.5):
+        as_number = _user([{"type": "x-note", "v": value}])
+        assert as_number == _user([{"type": "x-note", "v": repr(value)}])
+        assert as_number > _user([{"type": "x-note"}])
