@@ -133,3 +133,22 @@ def test_a_resume_counts_the_room_of_the_notices_standing_at_each_point() -> Non
     found = run(batches(rounds=60, lines=8), 6_000, compaction_map_share=0.2)
     assert found.escalations > 0
     assert found.resumed_differ == []
+
+
+async def test_a_standing_notice_is_the_one_an_earlier_view_showed_map_and_all() -> None:
+    # Thirty reads of 80 lines at 2,000 tokens: notices stand beside newer ones, each with
+    # the map of what its escalation left out.
+    manager = SimpleContextManager()
+    shown: set[str] = set()
+    standing = 0
+    for message in batches(rounds=30, lines=80):
+        if message["role"] == "assistant":
+            view = await manager.get_messages_for_request(token_budget=2_000)
+            notices = [str(m["content"]) for m in view if is_notice(m)]
+            for text in notices[:-1]:
+                assert text in shown, "a standing notice is re-sent as it was first shown"
+                assert "src/m" in text, "with the names its map listed"
+                standing += 1
+            shown.update(notices)
+        await manager.add_message(message)
+    assert standing > 0
