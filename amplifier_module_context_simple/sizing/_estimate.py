@@ -39,6 +39,7 @@ __all__ = [
     "family_for_model",
 ]
 
+import functools
 import json
 import json.encoder
 import re
@@ -123,8 +124,10 @@ def _deep_texts(value: Any, tally: _Tally) -> None:
             stack.extend(item.values() if isinstance(item, Mapping) else item)  # type: ignore[arg-type]
 
 
-def _json_encoder() -> Callable[[Any], str]:
+@functools.cache
+def _arguments_json() -> Callable[[Any], str]:
     """``json.dumps(value, ensure_ascii=False, default=str)`` for a value that is not a string,
+    built on first use (not at import, where no test of this function could reach it) and
     without building an encoder per call (half the cost of ``JSONEncoder.encode``, which builds
     the C encoder each time). It keeps no circular-reference markers (shared between calls they
     would outlive a failed call): a cycle recurses until RecursionError instead of raising
@@ -145,15 +148,12 @@ def _json_encoder() -> Callable[[Any], str]:
     return encoder.encode
 
 
-_arguments_json = _json_encoder()
-
-
 def _arguments(value: Any, tally: _Tally, depth: int) -> None:
     if value is None or isinstance(value, str):
         _content(value, tally, depth)
         return
     try:  # structured arguments reach the model as their JSON text
-        tally.texts.append(_arguments_json(value))
+        tally.texts.append(_arguments_json()(value))
     except Exception:  # circular, huge ints, odd keys, a failing __str__: walk it instead
         _content(value, tally, depth)
 
@@ -257,7 +257,7 @@ def _lean(message: dict[Any, Any]) -> tuple[list[str], int] | None:
                     texts.append(arguments)
             elif arguments is not None:
                 try:
-                    texts.append(_arguments_json(arguments))
+                    texts.append(_arguments_json()(arguments))
                 except Exception:
                     return None
     if message.get("function_call") is not None:

@@ -690,7 +690,7 @@ def test_arguments_read_as_their_json_text(value: Any) -> None:
     if isinstance(value, str):
         return  # a string argument is its own text
     expected = json.dumps(value, ensure_ascii=False, default=str)
-    assert _estimate._arguments_json(value) == expected  # pyright: ignore[reportPrivateUsage]
+    assert _estimate._arguments_json()(value) == expected  # pyright: ignore[reportPrivateUsage]
 
 
 # ---------------------------------------------------------------- accuracy on the shared corpus
