@@ -436,13 +436,14 @@ def test_never_raises_on_hostile_shapes(value: Any, family: str | None) -> None:
         assert count >= 0
 
 
-def test_deep_nesting_does_not_overflow() -> None:
+@pytest.mark.parametrize("wrap", [lambda v: [v], lambda v: {"k": v}], ids=["lists", "dicts"])
+def test_deep_nesting_does_not_overflow(wrap: Any) -> None:
     deep: Any = "word " * 2_000
     for _ in range(5000):
-        deep = [deep]
+        deep = wrap(deep)
     # Walked without recursion past the hostile depth, and its text still counts in full.
     flat = estimate_message_tokens({"role": "user", "content": "word " * 2_000})
-    assert estimate_message_tokens({"role": "user", "content": deep}) >= flat
+    assert estimate_message_tokens({"role": "user", "content": [deep]}) >= flat
     cyclic: list[Any] = ["text"]
     cyclic.append(cyclic)
     assert (
