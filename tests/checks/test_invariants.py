@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 
 from amplifier_module_context_simple import check_view
-from amplifier_module_context_simple.checks._invariants import sent_forms
+from amplifier_module_context_simple.checks._invariants import ViewChecker, sent_forms
 
 from ..vocabulary.test_messages import conversations
 
@@ -218,13 +218,18 @@ OPENS_WITHOUT_THINKING = (
 @pytest.mark.parametrize(
     "between",
     [
+        # Anthropic's shape: the result comes back as a block of a user message, which is the
+        # round's result, not a prompt.
+        [_result("c0")],
+        # The result comes back late, after a plain assistant line: still that round's.
+        [{"role": "assistant", "content": "Still reading."}, _result("c0")],
         # A late result, then a prompt: the prompt joins the result's user turn.
         [{"role": "assistant", "content": "Still reading."}, _result("c0"), LAST],
         # A prompt right after a call the user interrupted: it answers nothing, yet the turn
         # the call opened goes on (the view answers the call with a placeholder).
         [LAST],
     ],
-    ids=["late result", "interrupted call"],
+    ids=["result block", "late result", "late result and prompt", "interrupted call"],
 )
 def test_a_prompt_inside_a_tool_round_opens_no_turn(between: list[dict[str, Any]]) -> None:
     history: list[dict[str, Any]] = [
@@ -238,6 +243,7 @@ def test_a_prompt_inside_a_tool_round_opens_no_turn(between: list[dict[str, Any]
     view = [sent[0], *sent[-2:]]
     problems = check_view(view, history=history)
     assert OPENS_WITHOUT_THINKING in problems, problems
+    assert ViewChecker().check(view, history) == problems
 
 
 def test_a_prompt_after_a_late_result_follows_that_result() -> None:

@@ -111,6 +111,24 @@ class Session:
         return estimate(view) + self.budget["tool_definitions_tokens"]
 
 
+class Counter:
+    """An orchestrator's ``count_view``: our estimate of the view plus ``extra`` tokens."""
+
+    def __init__(self, limit: int, extra: int = 0) -> None:
+        self.limit, self.extra = limit, extra
+
+    async def __call__(self, view: list[dict[str, Any]]) -> dict[str, Any]:
+        tokens = estimate(view) + self.extra
+        return {
+            "dispatch": {"messages": view},
+            "budget_decision": {
+                "estimated_input_tokens": tokens,
+                "input_limit_tokens": self.limit,
+                "measurement": {"kind": "provider_count", "source": "t", "input_tokens": tokens},
+            },
+        }
+
+
 def estimate(view: Sequence[dict[str, Any]]) -> int:
     return sum(estimate_message_tokens(m) for m in view)
 
@@ -431,17 +449,7 @@ async def test_the_measured_path_escalates_afresh_over_decisions_a_count_disprov
     for _ in range(32):
         await session.read_file(4_000)
 
-    async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
-        tokens = estimate(view)  # the orchestrator's count: no overhead at all
-        return {
-            "dispatch": {"messages": view},
-            "budget_decision": {
-                "estimated_input_tokens": tokens,
-                "input_limit_tokens": 200_000 - 64_000,
-                "measurement": {"kind": "provider_count", "source": "t", "input_tokens": tokens},
-            },
-        }
-
+    count_view = Counter(200_000 - 64_000)  # the orchestrator's count: no overhead at all
     measured = session.coordinator.get_capability("context.measured_request_view")
     result = await measured(provider=provider, retain_contents=[], count_view=count_view)
     assert result["outcome"] == "target_reached", result["outcome"]
@@ -475,26 +483,14 @@ async def test_a_measured_escalation_on_standing_decisions_keeps_their_smallest_
     manager = session.manager
     for message in history_of(30, 2_000):
         await manager.add_message(message)
-    extra = 0
-
-    async def count_view(view: list[dict[str, Any]]) -> dict[str, Any]:
-        tokens = estimate(view) + extra  # a reminder the orchestrator adds, of `extra` tokens
-        return {
-            "dispatch": {"messages": view},
-            "budget_decision": {
-                "estimated_input_tokens": tokens,
-                "input_limit_tokens": 200_000 - 64_000,
-                "measurement": {"kind": "provider_count", "source": "t", "input_tokens": tokens},
-            },
-        }
-
+    count_view = Counter(200_000 - 64_000)
     measured = session.coordinator.get_capability("context.measured_request_view")
     await session.view(provider)
     reported: list[bool] = []
     budget = 0
     overheads = (40_000, 30_000, 5_000)
     for overhead in overheads:
-        extra = overhead
+        count_view.extra = overhead  # a reminder the orchestrator adds to every request
         while True:
             result = await measured(provider=provider, retain_contents=[], count_view=count_view)
             assert await result["transaction"].commit()
