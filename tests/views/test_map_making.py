@@ -225,3 +225,16 @@ def test_a_name_is_measured_on_the_high_side_in_whole_tokens(name: str) -> None:
     rough = _rough_tokens(name)
     assert isinstance(rough, int)
     assert rough >= -(-len(name) // 2) and rough >= 1
+
+
+def test_no_map_is_ordered_without_room_for_one_or_anything_to_map() -> None:
+    maker = MapMaker(ContextConfig(), indexed(_session()))
+    figures = NoticeFigures(5, 2, 0, 0, False)
+    left_out = Decisions(removed=frozenset({1, 2}))
+
+    def order(decisions: Decisions, used: int) -> LeftOutMap | None:
+        return maker.order(figures, decisions, room=8_000, used=used, plain=60, shown=())
+
+    assert order(left_out, 8_000 - 60 - 1) is not None, "one token of room is room"
+    assert order(left_out, 8_000 - 60) is None, "the view and the notice fill the room"
+    assert order(Decisions(), 500) is None, "nothing left out, nothing to map"
