@@ -225,6 +225,8 @@ def test_a_name_is_measured_on_the_high_side_in_whole_tokens(name: str) -> None:
     rough = _rough_tokens(name)
     assert isinstance(rough, int)
     assert rough >= -(-len(name) // 2) and rough >= 1
+    # No higher than that either: a map filled by an over-count lists fewer names than fit.
+    assert rough == len(name) // 2 + 1
 
 
 def test_no_map_is_ordered_without_room_for_one_or_anything_to_map() -> None:
