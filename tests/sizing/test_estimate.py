@@ -764,3 +764,24 @@ def test_a_float_costs_what_its_digits_cost_as_text() -> None:
         as_number = _user([{"type": "x-note", "v": value}])
         assert as_number == _user([{"type": "x-note", "v": repr(value)}])
         assert as_number > _user([{"type": "x-note"}])
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        lambda url: {"type": "image_url", "image_url": {"url": url}},
+        lambda url: {"type": "image_url", "image_url": url},
+        lambda url: {"type": "image", "url": url},
+        lambda url: {"type": "image", "source": {"type": "url", "url": url}},
+    ],
+    ids=["image_url object", "image_url string", "url", "source url"],
+)
+def test_an_image_is_priced_by_its_size_in_every_url_spelling(spelling: Any) -> None:
+    # A small image costs less than one whose size cannot be read (the family's maximum).
+    small = estimate_message_tokens({"role": "user", "content": [spelling(data_url(png(16, 16)))]})
+    unknown = estimate_message_tokens(
+        {"role": "user", "content": [spelling("https://example.com/cat.png")]}
+    )
+    assert small < unknown
+    as_image_url = estimate_message_tokens(image_message(data_url(png(16, 16))))
+    assert small == as_image_url
