@@ -785,3 +785,31 @@ def test_an_image_is_priced_by_its_size_in_every_url_spelling(spelling: Any) -> 
     assert small < unknown
     as_image_url = estimate_message_tokens(image_message(data_url(png(16, 16))))
     assert small == as_image_url
+
+
+class TypedCall:
+    """A call as a typed object (a model with ``model_dump``), not a dict."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def model_dump(self) -> dict[str, Any]:
+        return dict(self.fields)
+
+
+def test_a_typed_call_costs_what_the_same_call_as_a_dict_costs() -> None:
+    call = {"id": "c1", "tool": "read_file", "arguments": {"path": "src/" + "deep/" * 50}}
+    as_dict = estimate_message_tokens({"role": "assistant", "content": "", "tool_calls": [call]})
+    typed = estimate_message_tokens(
+        {"role": "assistant", "content": "", "tool_calls": [TypedCall(**call)]}
+    )
+    assert typed == as_dict
+    assert typed > estimate_message_tokens({"role": "assistant", "content": ""})
+
+
+def test_arguments_that_are_no_json_are_walked_and_their_text_counted() -> None:
+    cyclic: dict[str, Any] = {"note": "word " * 1_000}
+    cyclic["self"] = cyclic
+    call = {"id": "c1", "tool": "write", "arguments": cyclic}
+    text = estimate_message_tokens({"role": "user", "content": "word " * 1_000})
+    assert estimate_message_tokens({"role": "assistant", "tool_calls": [call]}) >= text
