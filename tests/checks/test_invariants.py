@@ -155,35 +155,30 @@ def test_the_latest_assistant_turn_with_thinking_must_go_out_unchanged() -> None
     assert check_view([FIRST, LAST, ANSWER], history=longer) == []
 
 
+CALL_A = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
+AFTER_A = "view[3]: a human prompt directly follows a tool result, which it does not in the history"
+
+
 def test_a_prompt_after_a_result_is_allowed_only_where_the_history_has_it_there() -> None:
-    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
-    result = {"role": "tool", "tool_call_id": "a", "content": "1"}
-    history: list[dict[str, Any]] = [FIRST, call, result, ANSWER, LAST]
+    history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, ANSWER, LAST]
     # The answer between the result and the prompt left out: the prompt merges into the round.
-    assert check_view([FIRST, call, result, LAST], history=history) == [
-        "view[3]: a human prompt directly follows a tool result, which it does not in the history"
-    ]
-    typed_after = [FIRST, call, result, LAST]
+    assert check_view([FIRST, CALL_A, RES_A, LAST], history=history) == [AFTER_A]
+    typed_after = [FIRST, CALL_A, RES_A, LAST]
     assert check_view(typed_after, history=typed_after) == []
     # A reminder between them does not hide the result from the prompt.
     reminder = {"role": "user", "content": "<r/>", "metadata": {"source": "hook"}}
-    assert check_view([FIRST, call, result, reminder, LAST], history=history) != []
-
-
-CALL_A = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
-RESULT_A = {"role": "tool", "tool_call_id": "a", "content": "1"}
-AFTER_A = "view[3]: a human prompt directly follows a tool result, which it does not in the history"
+    assert check_view([FIRST, CALL_A, RES_A, reminder, LAST], history=history) != []
 
 
 def test_a_prompt_after_another_prompt_after_a_result_still_follows_the_round() -> None:
     # The provider merges both prompts into the user turn of the result: leaving the first
     # out changes nothing of how the second is read.
     also = {"role": "user", "content": "also this"}
-    history: list[dict[str, Any]] = [FIRST, CALL_A, RESULT_A, LAST, also]
-    assert check_view([FIRST, CALL_A, RESULT_A, also], history=history) == []
+    history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, LAST, also]
+    assert check_view([FIRST, CALL_A, RES_A, also], history=history) == []
     # An answer in between ends the round: then the second prompt does not follow it.
-    answered: list[dict[str, Any]] = [FIRST, CALL_A, RESULT_A, LAST, ANSWER, also]
-    assert check_view([FIRST, CALL_A, RESULT_A, also], history=answered) == [AFTER_A]
+    answered: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, LAST, ANSWER, also]
+    assert check_view([FIRST, CALL_A, RES_A, also], history=answered) == [AFTER_A]
 
 
 def _thinking_call(call_id: str) -> dict[str, Any]:

@@ -714,14 +714,14 @@ def _user(content: Any) -> int:
     return estimate_message_tokens({"role": "user", "content": content})
 
 
-class Dumped:
-    """A typed block: its dump is a level of its own, the block inside it another."""
+class Typed:
+    """A typed object (a model with ``model_dump``) that dumps to ``fields``, not a dict."""
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
 
     def model_dump(self) -> dict[str, Any]:
-        return {"type": "x-note", "v": self.value}
+        return dict(self.fields)
 
 
 @pytest.mark.parametrize(
@@ -729,7 +729,8 @@ class Dumped:
     [
         (lambda v: [v], MAX_DEPTH - 2),
         (lambda v: {"type": "x-note", "v": v}, MAX_DEPTH - 2),
-        (Dumped, (MAX_DEPTH - 2) // 2),
+        # A typed block: its dump is a level of its own, the block inside it another.
+        (lambda v: Typed(type="x-note", v=v), (MAX_DEPTH - 2) // 2),
     ],
     ids=["lists", "blocks", "typed blocks"],
 )
@@ -787,21 +788,11 @@ def test_an_image_is_priced_by_its_size_in_every_url_spelling(spelling: Any) -> 
     assert small == as_image_url
 
 
-class TypedCall:
-    """A call as a typed object (a model with ``model_dump``), not a dict."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.fields = fields
-
-    def model_dump(self) -> dict[str, Any]:
-        return dict(self.fields)
-
-
 def test_a_typed_call_costs_what_the_same_call_as_a_dict_costs() -> None:
     call = {"id": "c1", "tool": "read_file", "arguments": {"path": "src/" + "deep/" * 50}}
     as_dict = estimate_message_tokens({"role": "assistant", "content": "", "tool_calls": [call]})
     typed = estimate_message_tokens(
-        {"role": "assistant", "content": "", "tool_calls": [TypedCall(**call)]}
+        {"role": "assistant", "content": "", "tool_calls": [Typed(**call)]}
     )
     assert typed == as_dict
     assert typed > estimate_message_tokens({"role": "assistant", "content": ""})
