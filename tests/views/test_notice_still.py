@@ -286,3 +286,47 @@ def test_the_notice_stands_at_the_first_position_the_latest_escalation_reduced(k
     # With none of its positions reduced any more, the first reduced one is where it goes.
     assert notice_boundary(decisions.without(frozenset(latest)), stats, 20) == 1
     assert notice_boundary(decisions, None, 20) == 1
+
+
+# ---------------------------------------------------------------- after a rewrite
+
+
+async def test_after_a_rewrite_of_the_last_message_the_notice_stays_before_the_same_one() -> None:
+    """A rewrite drops what was decided about where the notices stand; the next request places
+    the notice afresh, at the first position the latest escalation reduced, so it still comes
+    before the message the latest notice came before (not before the first one any escalation
+    reduced, where an earlier notice stood)."""
+    history = coding_session(_Seeded(3))
+    manager = await _filled(history, 12_000)
+    view = await manager.get_messages_for_request(token_budget=12_000)
+    notices = [i for i, m in enumerate(view) if is_notice(m)]
+    assert len(notices) == 2, "the test needs an earlier notice standing before the latest"
+    decisions = manager.decisions
+    last = copy.deepcopy(manager.messages[-1])
+    last["content"] = [*last["content"], {"type": "text", "text": "(edited by the host)"}]
+    manager.messages = [*manager.messages[:-1], last]
+    later = await manager.get_messages_for_request(token_budget=12_000)
+    assert manager.decisions is decisions, "the test needs no escalation after the rewrite"
+    [at] = [i for i, m in enumerate(later) if is_notice(m)]
+    assert _dumps(later[at + 1 :][:4]) == _dumps(view[notices[-1] + 1 :][:4])
+    assert provider_violations(later, history=manager.messages, thinking=True) == []
+
+
+async def test_a_second_escalation_in_one_turn_leaves_the_notice_at_its_prompt_as_it_was() -> None:
+    """Both escalations leave out rounds right after the answer that opens the active turn,
+    so both notices would join the same prompt. The one standing stays, saying what it said
+    (the view up to the prompt after it stays the same bytes), and the second adds none."""
+    history = _said_then_done(8)
+    manager = await _filled(history[:-2], 6_000)
+    view = await manager.get_messages_for_request(token_budget=6_000)
+    [at] = [i for i, m in enumerate(view) if is_notice(m)]
+    decisions = manager.decisions
+    for message in history[-2:]:
+        await manager.add_message(copy.deepcopy(message))
+    later = await manager.get_messages_for_request(token_budget=6_000)
+    assert manager.decisions is not decisions, "the test needs a second escalation"
+    assert manager.decisions.removed > decisions.removed
+    assert [i for i, m in enumerate(later) if is_notice(m)] == [at]
+    assert _dumps(later[: at + 2]) == _dumps(view[: at + 2])
+    assert later[at + 1]["content"] == "H1: now the lexer."
+    assert provider_violations(later, history=history, thinking=True) == []
