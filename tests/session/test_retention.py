@@ -16,6 +16,8 @@ from amplifier_module_context_simple.session._retention import check_fits, resol
 from amplifier_module_context_simple.sizing._budget_record import Budget
 from amplifier_module_context_simple.views._decisions import NO_DECISIONS
 
+from ..provider_rules import provider_violations
+
 BUDGET = 5_000
 
 
@@ -138,3 +140,40 @@ async def test_a_history_that_never_settles_is_refused_by_name() -> None:
     assert str(caught.value) == (
         "context-simple: the history kept changing while a request was planned"
     )
+
+
+async def test_a_retained_reminder_shown_again_comes_before_the_notice_not_after_it() -> None:
+    """Escalations left out a long reminder early in the session and the rounds after it;
+    the notice stands where the latest of them began. A request retaining the reminder shows
+    it whole, in its place: before the notice, which still comes right before the message it
+    came before in the request without retention."""
+    long_reminder = "<system-reminder>keep me " + "w " * 200 + "</system-reminder>"
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "fix the parser"},
+        {**ENVELOPE, "content": long_reminder},
+    ]
+    for k in range(10):
+        call = {"id": f"call_{k}", "tool": "read_file", "arguments": {"path": f"src/m{k}.py"}}
+        history.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"call_{k}", "content": "x " * 400})
+    manager = SimpleContextManager()
+    for message in history:
+        if message["role"] == "assistant":
+            await manager.get_messages_for_request(token_budget=3_000)
+        await manager.add_message(message)
+    plain = await manager.get_messages_for_request(token_budget=3_000)
+    decisions = manager.decisions
+    assert 1 in decisions.removed and decisions.escalations > 1, "the test needs both"
+    retaining = await manager.get_messages_for_request_retaining(
+        retain_contents=[long_reminder], token_budget=3_000
+    )
+    assert manager.decisions is decisions, "the test needs no escalation for the retention"
+    [at] = [i for i, m in enumerate(plain) if _is_notice(m)]
+    [shown_at] = [i for i, m in enumerate(retaining) if _is_notice(m)]
+    assert retaining[shown_at - 1]["content"] == long_reminder
+    assert retaining[shown_at + 1] == plain[at + 1]
+    assert provider_violations(retaining, history=history) == []
+
+
+def _is_notice(message: dict[str, Any]) -> bool:
+    return (message.get("metadata") or {}).get("source") == "context-compaction"
