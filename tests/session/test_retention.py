@@ -142,15 +142,15 @@ async def test_a_history_that_never_settles_is_refused_by_name() -> None:
     )
 
 
-async def test_a_retained_reminder_shown_again_comes_before_the_notice_not_after_it() -> None:
-    """Escalations left out a long reminder early in the session and the rounds after it;
-    the notice stands where the latest of them began. A request retaining the reminder shows
-    it whole, in its place: before the notice, which still comes right before the message it
-    came before in the request without retention."""
-    long_reminder = "<system-reminder>keep me " + "w " * 200 + "</system-reminder>"
+LONG_REMINDER = "<system-reminder>keep me " + "w " * 200 + "</system-reminder>"
+
+
+async def _compacted_reminder_session() -> tuple[SimpleContextManager, list[dict[str, Any]]]:
+    """A long reminder early in the session, then ten tool rounds at 3,000 tokens: the
+    escalations leave out the reminder and the rounds after it, and a notice stands."""
     history: list[dict[str, Any]] = [
         {"role": "user", "content": "fix the parser"},
-        {**ENVELOPE, "content": long_reminder},
+        {**ENVELOPE, "content": LONG_REMINDER},
     ]
     for k in range(10):
         call = {"id": f"call_{k}", "tool": "read_file", "arguments": {"path": f"src/m{k}.py"}}
@@ -161,18 +161,46 @@ async def test_a_retained_reminder_shown_again_comes_before_the_notice_not_after
         if message["role"] == "assistant":
             await manager.get_messages_for_request(token_budget=3_000)
         await manager.add_message(message)
+    return manager, history
+
+
+async def test_a_retained_reminder_shown_again_comes_before_the_notice_not_after_it() -> None:
+    """Escalations left out a long reminder early in the session and the rounds after it;
+    the notice stands where the latest of them began. A request retaining the reminder shows
+    it whole, in its place: before the notice, which still comes right before the message it
+    came before in the request without retention."""
+    manager, history = await _compacted_reminder_session()
     plain = await manager.get_messages_for_request(token_budget=3_000)
     decisions = manager.decisions
     assert 1 in decisions.removed and decisions.escalations > 1, "the test needs both"
     retaining = await manager.get_messages_for_request_retaining(
-        retain_contents=[long_reminder], token_budget=3_000
+        retain_contents=[LONG_REMINDER], token_budget=3_000
     )
     assert manager.decisions is decisions, "the test needs no escalation for the retention"
     [at] = [i for i, m in enumerate(plain) if _is_notice(m)]
     [shown_at] = [i for i, m in enumerate(retaining) if _is_notice(m)]
-    assert retaining[shown_at - 1]["content"] == long_reminder
+    assert retaining[shown_at - 1]["content"] == LONG_REMINDER
     assert retaining[shown_at + 1] == plain[at + 1]
     assert provider_violations(retaining, history=history) == []
+
+
+async def test_a_retaining_request_between_escalations_renders_only_what_is_new() -> None:
+    """The notice's place is rendered once per escalation in a retaining session too: a
+    request that escalates nothing renders only the messages added since the previous one
+    (``Planner.rendered_messages``)."""
+    manager, _ = await _compacted_reminder_session()
+    between = 0
+    for k in range(4):
+        decisions, rendered = manager.decisions, manager.planner.rendered_messages
+        await manager.get_messages_for_request_retaining(
+            retain_contents=[LONG_REMINDER], token_budget=3_000
+        )
+        if manager.decisions is decisions and k > 0:
+            between += 1
+            assert manager.planner.rendered_messages - rendered <= 2, "two messages are new"
+        await manager.add_message({"role": "assistant", "content": f"done {k}"})
+        await manager.add_message({"role": "user", "content": f"next {k}"})
+    assert between > 0, "the test needs a request between escalations"
 
 
 def _is_notice(message: dict[str, Any]) -> bool:
