@@ -63,27 +63,22 @@ def catch_up(
     size = len(messages)
     start = state.walked
     state.walked = size
-    # A manager that has planned a request on this history (its index is not empty: a reset
-    # empties it) or was handed every message through ``add_message`` follows the running
-    # session, which plans its own request points. One that has planned none is resuming,
-    # however the history reached ``self.messages`` (some messages admitted, the rest read
-    # straight from a store), and plans them as ``set_messages`` would. In actual mode what
-    # decided them were readings, which a walk does not have.
-    followed = start == size or (start > 0 and len(index.facts) > 0)
+    # A manager that has indexed this history (a request indexes it right after its walk;
+    # a reset empties the index) or was handed every message through ``add_message`` follows
+    # the running session, which plans its own request points. One that has indexed none is
+    # resuming, however the history reached ``self.messages`` (some messages admitted, the
+    # rest read straight from a store), and plans them as ``set_messages`` would. In actual
+    # mode what decided them were readings, which a walk does not have.
+    followed = start == size or len(index.facts) > 0
     if followed or planner.config.token_meter != "estimate":
         return
-    rewritten = index.reconcile(messages, planner.family(budget.model_name))
-    if rewritten is not None:
-        # A history rewritten in the middle is not one a session wrote: what follows the
-        # rewrite is decided afresh, as ordinary growth (``Decisions.before``).
-        index.grow(messages, size)
-        if index.on_rewrite is not None:
-            index.on_rewrite(rewritten)
-        return
+    # The index is empty: the walk indexes the history from its start, in the tokenizer
+    # family the requests will count in.
+    index.reconcile(messages, planner.family(budget.model_name))
     meter = TokenMeter()
     bound = _Bound(planner, budget)
     for point in range(1, size):
-        if point < len(index.facts) or not answers_a_request(messages[point]):
+        if not answers_a_request(messages[point]):
             continue
         index.grow(messages, point)
         scope = planner.scope_here(budget, factory_text, epoch=state.epoch)

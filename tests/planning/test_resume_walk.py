@@ -258,3 +258,24 @@ async def test_a_history_admitted_whole_through_add_message_is_the_running_sessi
     await manager.get_messages_for_request(6_000)
     assert manager.decisions.escalations == 1
     assert (await _resumed_view(stored))[1] >= 2
+
+
+async def test_a_resume_counts_in_the_tokenizer_family_its_requests_count_in() -> None:
+    # The walk estimates every request point in the family the resumed requests will use:
+    # in another, its escalations come at other points than the running session's did.
+    history = [{"role": "user", "content": "Refactor the parser."}]
+    for k in range(30):
+        call = {"id": f"c{k}", "tool": "read_file", "arguments": {"path": f"src/p{k}.py"}}
+        history.append({"role": "assistant", "content": f"Reading {k}.", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x = 1\n" * 120})
+    running = SimpleContextManager(token_family="o200k")
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(6_000)
+        await running.add_message(message)
+    sent = await running.get_messages_for_request(6_000)
+    assert running.decisions.escalations >= 2
+    resumed = SimpleContextManager(token_family="o200k")
+    await resumed.set_messages(json.loads(json.dumps(await running.get_messages())))
+    assert json.dumps(await resumed.get_messages_for_request(6_000)) == json.dumps(sent)
+    assert resumed.decisions == running.decisions
