@@ -145,14 +145,16 @@ async def test_a_history_that_never_settles_is_refused_by_name() -> None:
 LONG_REMINDER = "<system-reminder>keep me " + "w " * 200 + "</system-reminder>"
 
 
-async def _compacted_reminder_session() -> tuple[SimpleContextManager, list[dict[str, Any]]]:
-    """A long reminder early in the session, then ten tool rounds at 3,000 tokens: the
+async def _compacted_reminder_session(
+    rounds: int = 10,
+) -> tuple[SimpleContextManager, list[dict[str, Any]]]:
+    """A long reminder early in the session, then tool rounds at 3,000 tokens: the
     escalations leave out the reminder and the rounds after it, and a notice stands."""
     history: list[dict[str, Any]] = [
         {"role": "user", "content": "fix the parser"},
         {**ENVELOPE, "content": LONG_REMINDER},
     ]
-    for k in range(10):
+    for k in range(rounds):
         call = {"id": f"call_{k}", "tool": "read_file", "arguments": {"path": f"src/m{k}.py"}}
         history.append({"role": "assistant", "content": "", "tool_calls": [call]})
         history.append({"role": "tool", "tool_call_id": f"call_{k}", "content": "x " * 400})
@@ -201,6 +203,30 @@ async def test_a_retaining_request_between_escalations_renders_only_what_is_new(
         await manager.add_message({"role": "assistant", "content": f"done {k}"})
         await manager.add_message({"role": "user", "content": f"next {k}"})
     assert between > 0, "the test needs a request between escalations"
+
+
+async def test_retaining_and_plain_requests_in_turn_keep_the_notice_where_the_rounds_left() -> None:
+    """Plain requests leave the reminder out, retaining ones show it; each escalates. In
+    every retaining view the notice stands right after the reminder, where the rounds it
+    tells of were left out, and never last (the round being worked on ends the view)."""
+    manager, _ = await _compacted_reminder_session(rounds=6)
+    for k in range(4):
+        if k % 2:
+            await manager.get_messages_for_request(token_budget=3_000)
+        else:
+            escalations = manager.decisions.escalations
+            view = await manager.get_messages_for_request_retaining(
+                retain_contents=[LONG_REMINDER], token_budget=3_000
+            )
+            assert manager.decisions.escalations > escalations, "the test needs an escalation"
+            assert view[1]["content"] == LONG_REMINDER
+            assert _is_notice(view[2])
+            assert view[-1]["role"] == "tool"
+        call = {"id": f"more_{k}", "tool": "read_file", "arguments": {"path": f"src/x{k}.py"}}
+        await manager.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
+        await manager.add_message(
+            {"role": "tool", "tool_call_id": f"more_{k}", "content": "y " * 400}
+        )
 
 
 def _is_notice(message: dict[str, Any]) -> bool:
