@@ -257,6 +257,19 @@ def test_metadata_ids_and_signatures_are_not_counted() -> None:
         )
 
 
+def test_a_thinking_block_is_read_for_its_thought_alone() -> None:
+    # The providers send a thought and its signature; any other field of the block is the
+    # host's own, and never reaches them.
+    thought = {"type": "thinking", "thinking": "Check the file first.", "signature": "s"}
+    extra = {**thought, "note": "kept by the host " * 200}
+    for family in FAMILIES_AND_NONE:
+        counts = {
+            estimate_message_tokens({"role": "assistant", "content": [block]}, family=family)
+            for block in (thought, extra)
+        }
+        assert len(counts) == 1
+
+
 def test_tool_results_in_every_shape_are_counted() -> None:
     body = "line one of the output\nline two: 42 files changed\n" * 20
     plain = estimate_message_tokens({"role": "tool", "tool_call_id": "t", "content": body})
