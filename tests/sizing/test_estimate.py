@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple.sizing._estimate import (
     FAMILIES,
+    REDACTED_THINKING_TOKENS,
     estimate_message_tokens,
     family_for_model,
 )
@@ -268,6 +269,19 @@ def test_a_thinking_block_is_read_for_its_thought_alone() -> None:
             for block in (thought, extra)
         }
         assert len(counts) == 1
+
+
+def test_redacted_thinking_costs_a_flat_amount_per_block() -> None:
+    # Its data is opaque state, whatever its length; each block adds the same amount.
+    def cost(*data: str) -> int:
+        blocks = [{"type": "redacted_thinking", "data": d} for d in data]
+        return estimate_message_tokens(
+            {"role": "assistant", "content": [*blocks, {"type": "text", "text": "Done."}]}
+        )
+
+    assert cost("abc") == cost("EqQB" * 5_000)
+    assert cost("a", "b") - cost("a") == REDACTED_THINKING_TOKENS
+    assert cost("a") - cost() == REDACTED_THINKING_TOKENS
 
 
 def test_tool_results_in_every_shape_are_counted() -> None:
