@@ -284,6 +284,27 @@ def test_redacted_thinking_costs_a_flat_amount_per_block() -> None:
     assert cost("a") - cost() == REDACTED_THINKING_TOKENS
 
 
+def test_a_reasoning_block_is_read_for_its_summary_and_content_alone() -> None:
+    # OpenAI's reasoning items: the summary and the reasoning text are read; the encrypted
+    # state is opaque, and a field of the host's own never reaches the provider.
+    summary = "Weighed two fixes; the smaller one is safer."
+    content = "First the parser, then the printer, which shares its tables."
+    reasoning = {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": summary}],
+        "content": [{"type": "reasoning_text", "text": content}],
+        "encrypted_content": "gAAAAB" * 2_000,
+        "note": "kept by the host " * 200,
+    }
+    as_text = [{"type": "text", "text": summary}, {"type": "text", "text": content}]
+    for family in FAMILIES_AND_NONE:
+        costs = {
+            estimate_message_tokens({"role": "assistant", "content": blocks}, family=family)
+            for blocks in ([reasoning], as_text)
+        }
+        assert len(costs) == 1
+
+
 def test_tool_results_in_every_shape_are_counted() -> None:
     body = "line one of the output\nline two: 42 files changed\n" * 20
     plain = estimate_message_tokens({"role": "tool", "tool_call_id": "t", "content": body})
