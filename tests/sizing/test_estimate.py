@@ -260,15 +260,19 @@ def test_metadata_ids_and_signatures_are_not_counted() -> None:
 
 def test_a_thinking_block_is_read_for_its_thought_alone() -> None:
     # The providers send a thought and its signature; any other field of the block is the
-    # host's own, and never reaches them.
+    # host's own, and never reaches them. Alone, or beside a block only the general walk
+    # reads.
     thought = {"type": "thinking", "thinking": "Check the file first.", "signature": "s"}
     extra = {**thought, "note": "kept by the host " * 200}
     for family in FAMILIES_AND_NONE:
-        counts = {
-            estimate_message_tokens({"role": "assistant", "content": [block]}, family=family)
-            for block in (thought, extra)
-        }
-        assert len(counts) == 1
+        for beside in ([], [{"type": "annotation", "text": "see the log"}]):
+            counts = {
+                estimate_message_tokens(
+                    {"role": "assistant", "content": [block, *beside]}, family=family
+                )
+                for block in (thought, extra)
+            }
+            assert len(counts) == 1
 
 
 def test_redacted_thinking_costs_a_flat_amount_per_block() -> None:
