@@ -856,3 +856,13 @@ def test_arguments_that_are_no_json_are_walked_and_their_text_counted() -> None:
     call = {"id": "c1", "tool": "write", "arguments": cyclic}
     text = estimate_message_tokens({"role": "user", "content": "word " * 1_000})
     assert estimate_message_tokens({"role": "assistant", "tool_calls": [call]}) >= text
+    # The same as a call block of the content (one no ``tool_calls`` entry repeats).
+    block = {"type": "tool_use", "id": "c1", "name": "write", "input": cyclic}
+    assert estimate_message_tokens({"role": "assistant", "content": [block]}) >= text
+
+
+def test_an_image_url_in_a_block_of_unknown_type_is_priced_as_an_image() -> None:
+    url = data_url(png(16, 16)) + "A" * 40_000  # its size is read from the header
+    in_unknown = {"role": "user", "content": [{"type": "screenshot", "src": url}]}
+    as_text = estimate_message_tokens({"role": "user", "content": url})
+    assert estimate_message_tokens(in_unknown) < as_text // 10
