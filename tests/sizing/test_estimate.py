@@ -864,5 +864,6 @@ def test_arguments_that_are_no_json_are_walked_and_their_text_counted() -> None:
 def test_an_image_url_in_a_block_of_unknown_type_is_priced_as_an_image() -> None:
     url = data_url(png(16, 16)) + "A" * 40_000  # its size is read from the header
     in_unknown = {"role": "user", "content": [{"type": "screenshot", "src": url}]}
+    assert estimate_message_tokens(in_unknown) == estimate_message_tokens(image_message(url))
     as_text = estimate_message_tokens({"role": "user", "content": url})
     assert estimate_message_tokens(in_unknown) < as_text // 10
