@@ -279,3 +279,48 @@ async def test_a_resume_counts_in_the_tokenizer_family_its_requests_count_in() -
     await resumed.set_messages(json.loads(json.dumps(await running.get_messages())))
     assert json.dumps(await resumed.get_messages_for_request(6_000)) == json.dumps(sent)
     assert resumed.decisions == running.decisions
+
+
+def _stamped_rounds(first: int, last: int) -> list[dict[str, Any]]:
+    """Tool rounds ``first`` to ``last``, stamped (two managers admit them alike)."""
+    rounds: list[dict[str, Any]] = []
+    for k in range(first, last):
+        at = (START + timedelta(seconds=10 * k)).isoformat()
+        call = {"id": f"c{k}", "tool": "read_file", "arguments": {"path": f"src/p{k}.py"}}
+        rounds.append(
+            {"role": "assistant", "content": f"Reading {k}.", "tool_calls": [call],
+             "metadata": {"timestamp": at}}
+        )  # fmt: skip
+        rounds.append(
+            {"role": "tool", "tool_call_id": f"c{k}", "content": "x = 1\n" * 120,
+             "metadata": {"timestamp": at}}
+        )  # fmt: skip
+    return rounds
+
+
+@pytest.mark.parametrize("later_budget", [6_000, 12_000])
+async def test_a_resumed_manager_goes_on_as_the_running_one_at_any_budget(
+    later_budget: int,
+) -> None:
+    # The resume keeps what the running session kept of its escalations, the room they were
+    # made under included: a larger budget later proves that room too small in both, so both
+    # escalate afresh at the same request.
+    history = [{"role": "user", "content": "Refactor the parser."}, *_stamped_rounds(0, 30)]
+    running = SimpleContextManager()
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(6_000)
+        await running.add_message(message)
+    resumed = SimpleContextManager()
+    await resumed.set_messages(json.loads(json.dumps(await running.get_messages())))
+    # The resume plans under the budget of its first request: the running session's here.
+    sent = await running.get_messages_for_request(6_000)
+    assert json.dumps(await resumed.get_messages_for_request(6_000)) == json.dumps(sent)
+    for message in _stamped_rounds(30, 70):
+        if message["role"] == "assistant":
+            sent = await running.get_messages_for_request(later_budget)
+            again = await resumed.get_messages_for_request(later_budget)
+            assert json.dumps(again) == json.dumps(sent)
+        await running.add_message(dict(message))
+        await resumed.add_message(dict(message))
+    assert resumed.decisions == running.decisions
