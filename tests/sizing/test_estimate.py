@@ -401,6 +401,8 @@ def test_unknown_family_is_rejected_by_name() -> None:
         ("claude-opus-4-7", "claude47"),
         ("us.anthropic.claude-opus-4-7-v1:0", "claude47"),
         ("claude-opus-4-8", "claude47"),
+        ("claude-4-7-sonnet", "claude47"),  # the version first, as the 3.x names have it
+        ("claude-4.6-haiku", "claude3"),
         ("claude-sonnet-5", "claude47"),
         ("claude-next", "claude47"),  # a Claude of unreadable version: the family counting more
     ],
