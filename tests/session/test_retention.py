@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from amplifier_core.llm_errors import ContextLengthError
 
-from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple.planning._plan import RequestPlan
 from amplifier_module_context_simple.readings._meter_stats import MeterStats
 from amplifier_module_context_simple.session._retention import check_fits, resolve_retained
@@ -58,6 +58,28 @@ def test_a_view_exactly_at_its_budget_fits() -> None:
         "after every compaction step; the system prompt, the first and latest prompts and the "
         "retained reminders cannot be reduced"
     ) in str(caught.value)
+
+
+async def test_with_notices_off_a_hard_fit_view_fills_its_budget_to_the_token() -> None:
+    # No notice can be added, so none is reserved: a view estimated at exactly the budget is
+    # sent whole, and one token less reduces it.
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 100}
+        for i in range(6)
+    ]
+
+    async def whole_at(budget: int) -> bool:
+        manager = SimpleContextManager(compaction_notice_enabled=False)
+        for message in history:
+            await manager.add_message(dict(message))
+        view = await manager.get_messages_for_request_retaining(
+            retain_contents=[], token_budget=budget, hard_fit=True
+        )
+        return len(view) == len(history) and manager.decisions.escalations == 0
+
+    size = sum(estimate_message_tokens(m) for m in history)
+    assert await whole_at(size)
+    assert not await whole_at(size - 1)
 
 
 def test_a_starved_request_names_what_would_make_room() -> None:
