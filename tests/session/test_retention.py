@@ -60,26 +60,46 @@ def test_a_view_exactly_at_its_budget_fits() -> None:
     ) in str(caught.value)
 
 
+_SIX = [
+    {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 100}
+    for i in range(6)
+]
+
+
+async def _sent_whole(budget: int, **config: Any) -> bool:
+    """Whether a hard-fit request at ``budget`` sends ``_SIX`` whole."""
+    manager = SimpleContextManager(**config)
+    for message in _SIX:
+        await manager.add_message(dict(message))
+    view = await manager.get_messages_for_request_retaining(
+        retain_contents=[], token_budget=budget, hard_fit=True
+    )
+    return len(view) == len(_SIX) and manager.decisions.escalations == 0
+
+
 async def test_with_notices_off_a_hard_fit_view_fills_its_budget_to_the_token() -> None:
     # No notice can be added, so none is reserved: a view estimated at exactly the budget is
     # sent whole, and one token less reduces it.
-    history = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 100}
-        for i in range(6)
-    ]
+    size = sum(estimate_message_tokens(m) for m in _SIX)
+    assert await _sent_whole(size, compaction_notice_enabled=False)
+    assert not await _sent_whole(size - 1, compaction_notice_enabled=False)
 
-    async def whole_at(budget: int) -> bool:
-        manager = SimpleContextManager(compaction_notice_enabled=False)
-        for message in history:
-            await manager.add_message(dict(message))
-        view = await manager.get_messages_for_request_retaining(
-            retain_contents=[], token_budget=budget, hard_fit=True
-        )
-        return len(view) == len(history) and manager.decisions.escalations == 0
 
-    size = sum(estimate_message_tokens(m) for m in history)
-    assert await whole_at(size)
-    assert not await whole_at(size - 1)
+async def test_a_hard_fit_view_leaves_room_for_the_notice_at_its_verbosity() -> None:
+    # What is held back for a notice is the longest one at the configured verbosity: the
+    # smallest budget that sends the view whole grows with it.
+    async def smallest_whole(verbosity: str) -> int:
+        low, high = 0, 10_000
+        while low < high:
+            middle = (low + high) // 2
+            if await _sent_whole(middle, compaction_notice_verbosity=verbosity):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    smallest = [await smallest_whole(v) for v in ("minimal", "normal", "verbose")]
+    assert smallest == sorted(set(smallest)), smallest
 
 
 def test_a_starved_request_names_what_would_make_room() -> None:
