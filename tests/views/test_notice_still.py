@@ -240,6 +240,7 @@ async def test_a_request_between_escalations_renders_nothing_to_place_its_notice
     manager = SimpleContextManager()
     decisions = manager.decisions
     rendered, added, between = manager.planner.rendered_messages, 0, 0
+    placing = manager.planner.composer.rendered  # of those, the ones rendered to place it
     for message in coding_session(_Seeded(seed)):
         if message["role"] == "assistant":
             view = await manager.get_messages_for_request(token_budget=8_000)
@@ -247,7 +248,12 @@ async def test_a_request_between_escalations_renders_nothing_to_place_its_notice
             if manager.decisions is decisions and any(map(is_notice, view)):
                 between += 1
                 assert now - rendered <= added, f"{now - rendered} rendered for {added} new"
+            elif manager.decisions is not decisions:
+                # An escalation renders the body before the notice's new place, once.
+                assert manager.planner.composer.rendered > placing
+            assert manager.planner.composer.rendered >= placing
             decisions, rendered, added = manager.decisions, now, 0
+            placing = manager.planner.composer.rendered
         await manager.add_message(copy.deepcopy(message))
         added += 1
     assert between >= 5, "the test needs requests between escalations that show a notice"
