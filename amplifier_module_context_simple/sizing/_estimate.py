@@ -325,7 +325,7 @@ def estimate_message_tokens(message: Mapping[str, Any], *, family: str | None = 
         for call in calls:
             _tool_call(call, tally, 1)
     function_call = message.get("function_call")
-    if function_call is not None and is_mapping(function_call):
+    if function_call is not None:  # a typed one too, as a listed call is read
         _tool_call(function_call, tally, 1)
     _content(message.get("content"), tally, 0)
     for key in _MESSAGE_TEXT_KEYS:

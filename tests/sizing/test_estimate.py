@@ -869,3 +869,34 @@ def test_an_image_url_in_a_block_of_unknown_type_is_priced_as_an_image() -> None
     assert estimate_message_tokens(in_unknown) == estimate_message_tokens(image_message(url))
     as_text = estimate_message_tokens({"role": "user", "content": url})
     assert estimate_message_tokens(in_unknown) < as_text // 10
+
+
+def test_a_legacy_function_call_costs_what_the_same_call_in_tool_calls_costs() -> None:
+    arguments = json.dumps({"city": "Paris", "units": "metric"})
+    legacy = {"role": "assistant", "content": None,
+              "function_call": {"name": "get_weather", "arguments": arguments}}  # fmt: skip
+    listed = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": arguments}}]}  # fmt: skip
+    assert estimate_message_tokens(legacy) == estimate_message_tokens(listed)
+    assert estimate_message_tokens(legacy) > estimate_message_tokens({"role": "assistant"})
+    typed = {**legacy, "function_call": Typed(**legacy["function_call"])}
+    assert estimate_message_tokens(typed) == estimate_message_tokens(legacy)
+    # Neither a mapping nor a typed call: nothing to count, and nothing raised.
+    assert estimate_message_tokens({**legacy, "function_call": "auto"}) == (
+        estimate_message_tokens({"role": "assistant", "content": None})
+    )
+
+
+def test_text_after_a_call_block_that_repeats_a_listed_call_is_counted() -> None:
+    call = {"id": "c1", "tool": "read_file", "arguments": {"path": "a.py"}}
+    block = {"type": "tool_call", "id": "c1", "name": "read_file", "input": {"path": "a.py"}}
+    text = {"type": "text", "text": "Reading the module first. " * 20}
+    before = {"role": "assistant", "content": [text, block], "tool_calls": [call]}
+    after = {"role": "assistant", "content": [block, text], "tool_calls": [call]}
+    assert estimate_message_tokens(after) == estimate_message_tokens(before)
+
+
+def test_a_message_that_is_no_mapping_is_counted_as_its_content() -> None:
+    text = "a message handed over as a bare string " * 30
+    assert estimate_message_tokens(text) == estimate_message_tokens({"content": text})  # type: ignore[arg-type]
