@@ -263,11 +263,7 @@ async def test_a_history_admitted_whole_through_add_message_is_the_running_sessi
 async def test_a_resume_counts_in_the_tokenizer_family_its_requests_count_in() -> None:
     # The walk estimates every request point in the family the resumed requests will use:
     # in another, its escalations come at other points than the running session's did.
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Refactor the parser."}]
-    for k in range(30):
-        call = {"id": f"c{k}", "tool": "read_file", "arguments": {"path": f"src/p{k}.py"}}
-        history.append({"role": "assistant", "content": f"Reading {k}.", "tool_calls": [call]})
-        history.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x = 1\n" * 120})
+    history = [{"role": "user", "content": "Refactor the parser."}, *_stamped_rounds(0, 30)]
     running = SimpleContextManager(token_family="o200k")
     for message in history:
         if message["role"] == "assistant":

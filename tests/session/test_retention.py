@@ -16,6 +16,7 @@ from amplifier_module_context_simple.session._retention import check_fits, resol
 from amplifier_module_context_simple.sizing._budget_record import Budget
 from amplifier_module_context_simple.views._decisions import NO_DECISIONS
 
+from ..notice_moves import is_notice
 from ..provider_rules import provider_violations
 
 BUDGET = 5_000
@@ -221,8 +222,8 @@ async def test_a_retained_reminder_shown_again_comes_before_the_notice_not_after
         retain_contents=[LONG_REMINDER], token_budget=3_000
     )
     assert manager.decisions is decisions, "the test needs no escalation for the retention"
-    [at] = [i for i, m in enumerate(plain) if _is_notice(m)]
-    [shown_at] = [i for i, m in enumerate(retaining) if _is_notice(m)]
+    [at] = [i for i, m in enumerate(plain) if is_notice(m)]
+    [shown_at] = [i for i, m in enumerate(retaining) if is_notice(m)]
     assert retaining[shown_at - 1]["content"] == LONG_REMINDER
     assert retaining[shown_at + 1] == plain[at + 1]
     assert provider_violations(retaining, history=history) == []
@@ -262,14 +263,10 @@ async def test_retaining_and_plain_requests_in_turn_keep_the_notice_where_the_ro
             )
             assert manager.decisions.escalations > escalations, "the test needs an escalation"
             assert view[1]["content"] == LONG_REMINDER
-            assert _is_notice(view[2])
+            assert is_notice(view[2])
             assert view[-1]["role"] == "tool"
         call = {"id": f"more_{k}", "tool": "read_file", "arguments": {"path": f"src/x{k}.py"}}
         await manager.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
         await manager.add_message(
             {"role": "tool", "tool_call_id": f"more_{k}", "content": "y " * 400}
         )
-
-
-def _is_notice(message: dict[str, Any]) -> bool:
-    return (message.get("metadata") or {}).get("source") == "context-compaction"
