@@ -156,7 +156,10 @@ class ViewScan:
             if before is not None and before.result:
                 self.candidates.append((index, message))
             self.last_human = index
-        if not shape.merges:
+        # A typed prompt joins the user turn it follows as a reminder does (the provider merges
+        # them), as the history's reading has it: a second prompt after a result is in the
+        # result's round too.
+        if not shape.merges and not shape.human:
             self.turn_tail = shape
         self.turns.feed(index, part_of(shape.role, result=shape.result, calls=bool(shape.calls)))
 

@@ -62,8 +62,26 @@ def test_a_reused_call_id_is_reported_even_once_answered() -> None:
     assert problems
 
 
+def test_an_id_repeated_in_one_message_is_named_beside_ids_that_are_no_strings() -> None:
+    # An id that is no string is the host model's to refuse; the repeat of a real one is named.
+    calls = [{"id": i, "tool": "t", "arguments": {}} for i in ("a", 1, "a", 1)]
+    repeating = {"role": "assistant", "content": "", "tool_calls": calls}
+    assert check_view([USER, repeating]) == ["view[1]: tool-call id 'a' is declared twice"]
+
+
 def test_system_after_conversation() -> None:
-    assert check_view([USER, {"role": "system", "content": "s"}])
+    assert check_view([USER, {"role": "system", "content": "s"}]) == [
+        "view[1]: system message after a non-system message"
+    ]
+
+
+def test_a_display_row_in_a_view_is_named() -> None:
+    row = {
+        "role": "assistant",
+        "content": "Running",
+        "metadata": {"amplifier_public_reference_only": True},
+    }
+    assert check_view([USER, row]) == ["view[1]: carries a public-history metadata key"]
 
 
 def test_history_checks_first_and_last_human_and_system() -> None:
@@ -170,6 +188,14 @@ def test_a_prompt_after_a_result_is_allowed_only_where_the_history_has_it_there(
     assert check_view([FIRST, CALL_A, RES_A, reminder, LAST], history=history) != []
 
 
+def test_a_system_message_between_a_result_and_a_prompt_hides_nothing() -> None:
+    # System messages are lifted out of the conversation: the prompt still follows the result.
+    system = {"role": "system", "content": "s"}
+    history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, ANSWER, LAST]
+    problems = check_view([FIRST, CALL_A, RES_A, system, LAST], history=history)
+    assert AFTER_A.replace("view[3]", "view[4]") in problems
+
+
 def test_a_prompt_after_another_prompt_after_a_result_still_follows_the_round() -> None:
     # The provider merges both prompts into the user turn of the result: leaving the first
     # out changes nothing of how the second is read.
@@ -179,6 +205,18 @@ def test_a_prompt_after_another_prompt_after_a_result_still_follows_the_round() 
     # An answer in between ends the round: then the second prompt does not follow it.
     answered: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, LAST, ANSWER, also]
     assert check_view([FIRST, CALL_A, RES_A, also], history=answered) == [AFTER_A]
+
+
+def test_a_second_prompt_lands_in_the_round_of_the_result_the_first_follows() -> None:
+    # The provider merges both prompts into the result's user turn. In the history an answer
+    # came between them, so the second one now reads as part of the tool round.
+    also = {"role": "user", "content": "also this"}
+    history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, LAST, ANSWER, also]
+    view = [FIRST, CALL_A, RES_A, LAST, also]
+    assert check_view(view, history=history) == [AFTER_A.replace("view[3]", "view[4]")]
+    assert ViewChecker().check(view, history) == check_view(view, history=history)
+    # Where the history has the second prompt right after the first, both follow the result.
+    assert check_view(view, history=[FIRST, CALL_A, RES_A, LAST, also]) == []
 
 
 def _thinking_call(call_id: str) -> dict[str, Any]:
@@ -239,6 +277,27 @@ def test_a_prompt_inside_a_tool_round_opens_no_turn(between: list[dict[str, Any]
     problems = check_view(view, history=history)
     assert OPENS_WITHOUT_THINKING in problems, problems
     assert ViewChecker().check(view, history) == problems
+
+
+def test_a_late_result_in_the_view_keeps_the_round_it_answers_active() -> None:
+    # The result comes after a plain assistant line, not right after its call: still a result,
+    # so the active turn is the one the call opened, which must keep its thinking.
+    still = {"role": "assistant", "content": "Still reading."}
+    history: list[dict[str, Any]] = [FIRST, _thinking_call("c0"), still, _result("c0")]
+    sent = sent_forms(history)
+    stripped = {**sent[1], "content": [b for b in sent[1]["content"] if b["type"] != "thinking"]}
+    view = [sent[0], stripped, sent[2], sent[3]]
+    # (The view pairs the late result badly too; the turn rule reads it all the same.)
+    assert OPENS_WITHOUT_THINKING in check_view(view, history=history)
+    assert OPENS_WITHOUT_THINKING not in check_view(sent, history=history)
+
+
+def test_a_prompt_after_an_unanswered_call_in_the_view_joins_its_round() -> None:
+    # The call is unanswered (a pairing problem of its own); the prompt after it still joins
+    # the round the thinking call opened, which stays the active turn.
+    history: list[dict[str, Any]] = [FIRST, _thinking_call("c0"), LAST, _call("c1"), _result("c1")]
+    problems = check_view(sent_forms(history), history=history)
+    assert problems and OPENS_WITHOUT_THINKING not in problems
 
 
 def test_a_prompt_after_a_late_result_follows_that_result() -> None:
