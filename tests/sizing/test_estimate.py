@@ -882,6 +882,13 @@ def test_a_legacy_function_call_costs_what_the_same_call_in_tool_calls_costs() -
     assert estimate_message_tokens(legacy) > estimate_message_tokens({"role": "assistant"})
     typed = {**legacy, "function_call": Typed(**legacy["function_call"])}
     assert estimate_message_tokens(typed) == estimate_message_tokens(legacy)
+    # Arguments that are no JSON (a list holding itself) are walked, as deep in either form.
+    circular: list[Any] = ["word"]
+    circular.append(circular)
+    walked = {"name": "get_weather", "arguments": circular}
+    assert estimate_message_tokens({**legacy, "function_call": walked}) == (
+        estimate_message_tokens({**listed, "tool_calls": [{"id": "c1", "function": walked}]})
+    )
     # Neither a mapping nor a typed call: nothing to count, and nothing raised.
     assert estimate_message_tokens({**legacy, "function_call": "auto"}) == (
         estimate_message_tokens({"role": "assistant", "content": None})
