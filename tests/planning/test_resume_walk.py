@@ -99,10 +99,12 @@ def test_no_rule_fires_below_the_quiet_figure_outside_a_turn_start(
     assert timing.reason is None, (used, quiet, timing.reason)
 
 
-async def _resume_each_request(history: list[dict[str, Any]], budget: int) -> list[str]:
-    """Drive a running session through ``history``; at each request point, resume a new
-    manager from what the session stored and compare the two views. Returns the reasons of
-    the session's escalations, in order."""
+async def _resume_each_request(
+    history: list[dict[str, Any]], budget: int, **settings: Any
+) -> list[str]:
+    """Drive a running session through ``history`` (a manager with ``settings``); at each
+    request point, resume a new one from what the session stored and compare the two views.
+    Returns the reasons of the session's escalations, in order."""
     reasons: list[str] = []
     hooks = HookRegistry()
 
@@ -111,12 +113,12 @@ async def _resume_each_request(history: list[dict[str, Any]], budget: int) -> li
         return HookResult(action="continue")
 
     hooks.register("context:compaction", record, name="resume-walk")
-    running = SimpleContextManager(hooks=hooks)
+    running = SimpleContextManager(hooks=hooks, **settings)
     for position, message in enumerate(history):
         if message["role"] == "assistant" and position > 0:
             stored = json.loads(json.dumps(await running.get_messages()))
             sent = await running.get_messages_for_request(budget)
-            resumed = SimpleContextManager(hooks=HookRegistry())
+            resumed = SimpleContextManager(hooks=HookRegistry(), **settings)
             await resumed.set_messages(stored)
             again = await resumed.get_messages_for_request(budget)
             assert json.dumps(again) == json.dumps(sent), f"the resume differs at {position}"
@@ -138,6 +140,22 @@ async def test_a_resume_counts_the_placeholders_of_interrupted_calls() -> None:
         history.append(dict(reminder))
     history.append({"role": "assistant", "content": "Done."})
     reasons = await _resume_each_request(history, 6_000)
+    assert "threshold" in reasons
+
+
+async def test_a_resume_with_the_turn_start_rule_off_escalates_as_the_session_did() -> None:
+    # Without the rule a prompt's request is passed over on its bound like any other, the
+    # walk's very first point included.
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read the logs."}]
+    for k in range(30):
+        call = {"id": f"c{k}", "tool": "read", "arguments": {"n": k}}
+        history.append({"role": "assistant", "content": f"Part {k}.", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{k}", "content": "entry\n" * 60})
+        if k % 10 == 9:
+            history.append({"role": "assistant", "content": "Next?"})
+            history.append({"role": "user", "content": f"Go on from {k}."})
+    history.append({"role": "assistant", "content": "Done."})
+    reasons = await _resume_each_request(history, 6_000, escalate_at_turn_start=False)
     assert "threshold" in reasons
 
 
