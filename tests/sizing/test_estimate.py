@@ -871,6 +871,21 @@ def test_an_image_url_in_a_block_of_unknown_type_is_priced_as_an_image() -> None
     assert estimate_message_tokens(in_unknown) < as_text // 10
 
 
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning", "thinking"])
+def test_reasoning_beside_the_content_costs_the_same_whatever_the_content(key: str) -> None:
+    # Plain text is read by the lean walk; a number, a result and an image by the general one.
+    reasoning = "The user wants the parser refactored; first read the grammar file. " * 5
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r"}
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    costs = set()
+    for content in ["plain", 7, [result], [image]]:
+        message = {"role": "assistant", "content": content}
+        costs.add(estimate_message_tokens({**message, key: reasoning}) - (
+            estimate_message_tokens(message)))  # fmt: skip
+    assert len(costs) == 1
+    assert costs.pop() > 50
+
+
 def test_a_legacy_function_call_costs_what_the_same_call_in_tool_calls_costs() -> None:
     arguments = json.dumps({"city": "Paris", "units": "metric"})
     legacy = {"role": "assistant", "content": None,
