@@ -435,3 +435,19 @@ def test_a_stub_quotes_the_head_of_its_message_with_the_quotes_inside_made_singl
         "[User message compacted - original: \"Rename 'old_name' to 'new_name' everywhere. "
         'Rename..."]'
     )
+
+
+def test_a_stub_quotes_every_text_of_its_message_and_the_results_it_carries() -> None:
+    # Text blocks are joined; a result block is read for its payload, a list of texts too.
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "See the log."},
+            {"type": "text", "text": "Then fix it."},
+            {"type": "tool_result", "tool_use_id": "c1", "content": [{"text": "ok"}, {}]},
+            {"type": "tool_result", "tool_use_id": "c2", "output": "done"},
+        ],
+    }
+    stub = stubbed(message)
+    assert "See the log.\nThen fix it.\nok\n\ndone" in stub["content"]
+    assert stub["_original_length"] == len("See the log.\nThen fix it.\nok\n\ndone")
