@@ -159,6 +159,32 @@ async def test_a_resume_with_the_turn_start_rule_off_escalates_as_the_session_di
     assert "threshold" in reasons
 
 
+async def test_a_resume_escalates_where_a_view_reaches_the_trigger_exactly() -> None:
+    # A chat without tools: the bound of each point is its exact estimate. The budget puts the
+    # trigger on the very size of one request's view, where the rule fires (at or above it),
+    # so that point is no quiet one even though nothing in it exceeds the trigger.
+    settings: dict[str, Any] = {
+        "escalate_at_turn_start": False, "cache_ttl_seconds": 0,
+        "compact_threshold": 0.5, "target_usage": 0.3,
+    }  # fmt: skip
+    history: list[dict[str, Any]] = []
+    for k in range(12):
+        history.append({"role": "user", "content": f"Question {k}: " + "why blue? " * 20})
+        history.append({"role": "assistant", "content": f"Answer {k}: " + "scattering. " * 20})
+    sizing = SimpleContextManager(**settings)
+    sizes: list[int] = []
+    for message in history:
+        if message["role"] == "assistant":
+            await sizing.get_messages_for_request(1_000_000)
+            sizes.append(sizing.token_meter_stats["estimated"])
+        await sizing.add_message(message)
+    size = sizes[5]
+    config = ContextConfig(**settings)
+    budget = next(b for b in range(2 * size, 2 * size + 2_000) if config.trigger(b) == size)
+    reasons = await _resume_each_request(history, budget, **settings)
+    assert reasons[:1] == ["threshold"]
+
+
 async def test_a_resume_at_a_cold_cache_near_the_trigger_escalates_as_the_session_did() -> None:
     # Each tool takes an hour: every request finds the cache cold, so the session escalates
     # as soon as its view is within the cold-cache distance of the trigger, below the trigger.
