@@ -231,6 +231,19 @@ async def test_compaction_event_payload() -> None:
     assert names == ["context:pre_compact", "context:compaction", "context:post_compact"]
 
 
+async def test_the_compaction_event_reports_the_settings_and_systems_it_ran_under() -> None:
+    recorder = Recorder()
+    manager = SimpleContextManager(
+        max_tokens=20_000, hooks=recorder, protected_recent=0.2, protected_tool_results=2
+    )
+    await manager.add_message({"role": "system", "content": "You are a build engineer."})
+    await build(manager, 20)
+    await manager.get_messages_for_request()
+    [payload] = recorder.named("context:compaction")
+    assert payload["system_messages_preserved"] == 1
+    assert (payload["protected_recent"], payload["protected_tool_results"]) == (0.2, 2)
+
+
 async def test_no_storm_when_the_protected_floor_is_over_target() -> None:
     recorder = Recorder()
     manager = SimpleContextManager(max_tokens=3_000, hooks=recorder)
