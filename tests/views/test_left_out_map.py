@@ -105,6 +105,16 @@ async def test_a_name_the_view_still_shows_is_not_mapped_again() -> None:
     assert mapped and not (mapped - {"read_file"}) & shown
 
 
+async def test_a_large_map_share_takes_only_what_the_view_leaves() -> None:
+    # Nine tenths of the budget is more than the escalated view leaves: the map gets only the
+    # rest. It never makes the view smaller: the same messages are left out as with no map.
+    messages = reading_session(lines=20)
+    mapped, views = await fed(messages, 3_000, compaction_map_share=0.9)
+    unmapped = (await fed(messages, 3_000, compaction_map_share=0.0))[0]
+    assert the_map(views[-1]), "the view maps what it left out"
+    assert mapped.decisions.removed == unmapped.decisions.removed
+
+
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.05, 0.2])
 async def test_the_map_stays_within_its_share_of_the_budget(share: float) -> None:
     budget = 8_000
