@@ -26,7 +26,12 @@ from amplifier_module_context_simple.views._decisions import (
     CompactionStats,
     Decisions,
 )
-from amplifier_module_context_simple.views._forms import ShortForms, stubbed, truncated
+from amplifier_module_context_simple.views._forms import (
+    ShortForms,
+    can_truncate,
+    stubbed,
+    truncated,
+)
 from amplifier_module_context_simple.views._ladder import (  # pyright: ignore[reportPrivateUsage]
     _recent_floor,  # pyright: ignore[reportPrivateUsage]
     _relax,  # pyright: ignore[reportPrivateUsage]
@@ -451,3 +456,11 @@ def test_a_stub_quotes_every_text_of_its_message_and_the_results_it_carries() ->
     stub = stubbed(message)
     assert "See the log.\nThen fix it.\nok\n\ndone" in stub["content"]
     assert stub["_original_length"] == len("See the log.\nThen fix it.\nok\n\ndone")
+
+
+@pytest.mark.parametrize("keep", [0, 40, 250])
+def test_a_result_is_shortened_only_where_that_saves_more_than_the_marker_costs(keep: int) -> None:
+    # The marker and the ellipsis take about 120 characters: a text no longer than the kept
+    # part and those is left whole.
+    assert not can_truncate({"role": "tool", "content": "x" * (keep + 120)}, keep)
+    assert can_truncate({"role": "tool", "content": "x" * (keep + 121)}, keep)
