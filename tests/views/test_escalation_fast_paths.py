@@ -464,3 +464,39 @@ def test_a_result_is_shortened_only_where_that_saves_more_than_the_marker_costs(
     # part and those is left whole.
     assert not can_truncate({"role": "tool", "content": "x" * (keep + 120)}, keep)
     assert can_truncate({"role": "tool", "content": "x" * (keep + 121)}, keep)
+
+
+def test_a_shortened_user_turn_keeps_its_text_and_shortens_each_result_to_their_head() -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "alpha " * 50},
+            {"type": "text", "text": "Also, keep the tests green."},
+        ],
+    }
+    short = truncated(message, 300, 12)["content"]
+    head = "[truncated: ~300 tokens - call tool again if needed] alpha alpha ..."
+    assert short == [
+        {"type": "tool_result", "tool_use_id": "a", "content": head},
+        {"type": "text", "text": "Also, keep the tests green."},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "leads"),
+    [
+        ({"role": "tool", "tool_call_id": "a"}, True),
+        ({"role": "tool"}, False),
+        ({"role": "user", "tool_call_id": "a"}, False),
+    ],
+)
+def test_only_a_tool_message_with_its_own_id_leads_its_shortened_blocks_with_the_text(
+    message: dict[str, Any], leads: bool
+) -> None:
+    # A tool message answers by its id: its text goes first, for providers that read that; a
+    # message answered by its blocks alone keeps only the blocks.
+    block = {"type": "tool_result", "tool_use_id": "a", "content": "beta " * 50}
+    head = "[truncated: ~9 tokens - call tool again if needed] beta beta ..."
+    text = [{"type": "text", "text": head}] if leads else []
+    short = truncated({**message, "content": [block]}, 9, 10)["content"]
+    assert short == [*text, {**block, "content": head}]
