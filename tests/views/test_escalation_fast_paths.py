@@ -500,3 +500,20 @@ def test_only_a_tool_message_with_its_own_id_leads_its_shortened_blocks_with_the
     text = [{"type": "text", "text": head}] if leads else []
     short = truncated({**message, "content": [block]}, 9, 10)["content"]
     assert short == [*text, {**block, "content": head}]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [({"content": "x" * 300}, "content"), ({"output": "x" * 300}, "output"),
+     ({"output": "x" * 300, "content": "y"}, "output"), ({}, "output")],
+)  # fmt: skip
+def test_a_shortened_result_block_carries_its_head_in_the_field_it_uses(
+    payload: dict[str, Any], field: str
+) -> None:
+    # The host's own field (``output``) wins; a block with neither gets the host's.
+    block = {"type": "tool_result", "tool_use_id": "a", **payload}
+    [short] = truncated({"role": "user", "content": [block]}, 9, 10)["content"]
+    assert short[field].startswith("[truncated: ~9 tokens")
+    assert {k: v for k, v in short.items() if k != field} == {
+        k: v for k, v in block.items() if k != field
+    }
