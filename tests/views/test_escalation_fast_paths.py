@@ -247,6 +247,25 @@ def test_remembered_estimates_start_over_when_the_history_is_rewritten_or_retoke
     assert other == estimate_message_tokens(truncated(sent, 999, 100), family="claude3")
 
 
+def test_a_remembered_estimate_is_of_the_form_asked_for() -> None:
+    # Asked again with another kept length (the next one the size the last estimate came
+    # to), the form and its estimate are that length's own, by both ways of asking.
+    index = HistoryIndex(estimate_message_tokens)
+    results = [{"role": "tool", "tool_call_id": "c", "content": text}
+               for text in ("out, 数据 " * 400, "out " * 40)]  # fmt: skip
+    index.sync(results, None)
+    forms = ShortForms(index)
+    for position, first in ((0, 999), (1, 7)):
+        sent = index.facts[position].sent
+        keep = first
+        for _ in range(4):
+            expected = estimate_message_tokens(truncated(sent, 2_000, keep))
+            assert forms.truncated_tokens(position, 2_000, keep) == expected
+            form = truncated(sent, 2_000, keep)
+            assert forms.truncated(position, 2_000, keep) == (form, expected)
+            keep = expected
+
+
 async def test_chained_escalations_of_a_long_session_agree_with_the_general_computation() -> None:
     """A fixed long session, so the many-escalation path always runs (hypothesis draws
     mostly short ones)."""
