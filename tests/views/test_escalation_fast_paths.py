@@ -258,10 +258,13 @@ def test_a_remembered_estimate_is_of_the_form_asked_for() -> None:
     for position, first in ((0, 999), (1, 7)):
         sent = index.facts[position].sent
         keep = first
-        for _ in range(4):
+        for ask in range(6):
             expected = estimate_message_tokens(truncated(sent, 2_000, keep))
-            assert forms.truncated_tokens(position, 2_000, keep) == expected
             form = truncated(sent, 2_000, keep)
+            # Each way asked first, in turn: the other then finds the new length remembered.
+            if ask % 2:
+                assert forms.truncated(position, 2_000, keep) == (form, expected)
+            assert forms.truncated_tokens(position, 2_000, keep) == expected
             assert forms.truncated(position, 2_000, keep) == (form, expected)
             keep = expected
 
