@@ -83,8 +83,12 @@ async def test_openai_shaped_calls_are_warned_about_once(caplog: pytest.LogCaptu
     with caplog.at_level(logging.WARNING):
         for message in _session([PUBLISHED, OPENAI, {**OPENAI, "id": "c2"}]):
             await manager.add_message(message)
-    said = _said(caplog, "OpenAI's shape")
-    assert len(said) == 1 and "message 3" in said[0]
+    assert _said(caplog, "OpenAI's shape") == [
+        "context-simple: message 3 stores a tool call in OpenAI's shape "
+        '({"type": "function", "function": {...}}); Amplifier\'s providers read '
+        '{"id", "tool", "arguments": {...}} and send it without a name or arguments: store '
+        "calls in that shape (said once)"
+    ]
     caplog.clear()
     resumed = SimpleContextManager()
     with caplog.at_level(logging.WARNING):
@@ -107,8 +111,10 @@ async def test_a_result_without_an_id_is_warned_about_once(
         await manager.add_message({"role": "user", "content": "go"})
         await manager.add_message({"role": "tool", "content": "lost"})
         await manager.add_message({"role": "tool", "content": "lost again"})
-    said = _said(caplog, "without a tool_call_id")
-    assert len(said) == 1 and "message 1" in said[0]
+    assert _said(caplog, "without a tool_call_id") == [
+        "context-simple: message 1 is a 'tool' message without a tool_call_id: it answers no "
+        "call, so every view leaves it out (said once)"
+    ]
     view = await manager.get_messages_for_request()
     assert all(m.get("role") != "tool" for m in view)  # what the warning says happens
 
