@@ -96,6 +96,18 @@ async def test_openai_shaped_calls_are_warned_about_once(caplog: pytest.LogCaptu
     assert len(_said(caplog, "OpenAI's shape")) == 1
 
 
+async def test_only_a_call_named_inside_function_alone_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A call that carries its tool beside ``function``, or no name anywhere, is not OpenAI's
+    # shape: the providers read its tool, or there is no name to lose.
+    beside = {"id": "c5", "tool": "read", "function": {"name": "read", "arguments": "{}"}}
+    nameless = {"id": "c6", "arguments": {}}
+    with caplog.at_level(logging.WARNING):
+        await SimpleContextManager().set_messages(_session([beside, nameless]))
+    assert _said(caplog, "OpenAI's shape") == []
+
+
 async def test_published_calls_are_not_warned_about(caplog: pytest.LogCaptureFixture) -> None:
     manager = SimpleContextManager()
     with caplog.at_level(logging.WARNING):

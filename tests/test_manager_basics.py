@@ -296,3 +296,14 @@ async def test_views_share_the_factory_system_message_while_its_text_is_unchange
         "content": "You are brief.",
         "metadata": {"source": "system-prompt-factory"},  # check_view knows what it replaces
     }
+
+
+async def test_a_factory_that_returns_no_string_is_refused_naming_what_it_returned() -> None:
+    manager = SimpleContextManager()
+    await manager.set_system_prompt_factory(lambda: None)
+    await manager.add_message({"role": "user", "content": "hi"})
+    with pytest.raises(TypeError) as refused:
+        await manager.get_messages_for_request()
+    assert str(refused.value) == (
+        "the system prompt factory must return a string, it returned NoneType: None"
+    )
