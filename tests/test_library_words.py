@@ -102,9 +102,10 @@ async def test_only_a_call_named_inside_function_alone_is_warned_about(
     # A call that carries its tool beside ``function``, or no name anywhere, is not OpenAI's
     # shape: the providers read its tool, or there is no name to lose.
     beside = {"id": "c5", "tool": "read", "function": {"name": "read", "arguments": "{}"}}
+    named = {"id": "c7", "name": "read", "function": {"name": "read", "arguments": "{}"}}
     nameless = {"id": "c6", "arguments": {}}
     with caplog.at_level(logging.WARNING):
-        await SimpleContextManager().set_messages(_session([beside, nameless]))
+        await SimpleContextManager().set_messages(_session([beside, named, nameless]))
     assert _said(caplog, "OpenAI's shape") == []
 
 
