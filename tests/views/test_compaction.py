@@ -244,6 +244,20 @@ async def test_the_compaction_event_reports_the_settings_and_systems_it_ran_unde
     assert (payload["protected_recent"], payload["protected_tool_results"]) == (0.2, 2)
 
 
+async def test_a_greeting_before_the_first_prompt_left_out_stays_out() -> None:
+    # Nothing precedes the greeting, so leaving it out puts the first prompt in no tool round:
+    # the prompt is shown without bringing the greeting back.
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "assistant", "content": "Hello! How can I help? " * 20})
+    await manager.add_message({"role": "user", "content": "Read the logs."})
+    for k in range(30):
+        await manager.add_message(call([f"c{k}"]))
+        await manager.add_message(result(f"c{k}"))
+    view = await manager.get_messages_for_request(4_000)
+    assert 0 in manager.decisions.removed
+    assert all(not str(m.get("content", "")).startswith("Hello!") for m in view)
+
+
 async def test_no_storm_when_the_protected_floor_is_over_target() -> None:
     recorder = Recorder()
     manager = SimpleContextManager(max_tokens=3_000, hooks=recorder)
