@@ -316,8 +316,8 @@ def _check_turns(
     # (a) Consecutive user turns merge: a prompt after a tool result lands inside that round.
     # Allowed where the history had the prompt after a result, or after a call that a repair
     # answers in the view (interrupted, or answered late): nothing of the turn went missing.
-    # System messages are lifted out of the conversation and hook reminders merge into the
-    # same user turn, so "before" looks past both (the scan's candidates).
+    # System messages are lifted out of the conversation, and hook reminders and typed prompts
+    # merge into the same user turn, so "before" looks past all three (the scan's candidates).
     kept: dict[int, _PromptVerdict] = {}
     for index, message in scan.candidates:
         if not _follows_a_result_in_history(message, facts, prompts, kept):

@@ -78,8 +78,9 @@ class ViewScan:
     view that extends an earlier one is scanned from where that one ended. Besides its own
     problems (pairing, duplicates, misplaced tool blocks, systems first, public-history keys)
     it records what the history rules need: the view's system messages, its human prompts that
-    directly follow a tool result, where its last human prompt is, and its turns as the
-    provider reads them.
+    land in a tool round (nothing but system messages, reminders and other prompts between
+    them and a result), where its last human prompt is, and its turns as the provider reads
+    them.
     """
 
     __slots__ = (
