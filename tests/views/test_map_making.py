@@ -20,6 +20,7 @@ from amplifier_module_context_simple.planning._map_maker import (
 )
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
+from amplifier_module_context_simple.views._left_out_map import MapLine
 from amplifier_module_context_simple.views._map_reading import RECENT_CALLS, PassedNames
 from amplifier_module_context_simple.views._notice import notice_message
 
@@ -240,3 +241,15 @@ def test_no_map_is_ordered_without_room_for_one_or_anything_to_map() -> None:
     assert order(left_out, 8_000 - 60 - 1) is not None, "one token of room is room"
     assert order(left_out, 8_000 - 60) is None, "the view and the notice fill the room"
     assert order(Decisions(), 500) is None, "nothing left out, nothing to map"
+
+
+@pytest.mark.parametrize(("names", "shown", "line"), [
+    (("parse_args", "Config"), 2, "- read_file src/cli.py: parse_args Config"),
+    (("parse_args", "Config"), 1, "- read_file src/cli.py: parse_args"),
+    (("parse_args",), 0, "- read_file src/cli.py"),
+    ((), 3, "- read_file src/cli.py"),
+])  # fmt: skip
+def test_a_map_line_lists_the_names_asked_for_and_no_colon_without_them(
+    names: tuple[str, ...], shown: int, line: str
+) -> None:
+    assert MapLine(origin=3, source="read_file src/cli.py", names=names).text(shown) == line
