@@ -174,7 +174,16 @@ def test_the_latest_assistant_turn_with_thinking_must_go_out_unchanged() -> None
 
 
 CALL_A = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "tool": "t"}]}
-AFTER_A = "view[3]: a human prompt directly follows a tool result, which it does not in the history"
+
+
+def _after_a_result(at: int) -> str:
+    return (
+        f"view[{at}]: a human prompt directly follows a tool result, which it does not in the "
+        "history"
+    )
+
+
+AFTER_A = _after_a_result(3)
 
 
 def test_a_prompt_after_a_result_is_allowed_only_where_the_history_has_it_there() -> None:
@@ -193,7 +202,7 @@ def test_a_system_message_between_a_result_and_a_prompt_hides_nothing() -> None:
     system = {"role": "system", "content": "s"}
     history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, ANSWER, LAST]
     problems = check_view([FIRST, CALL_A, RES_A, system, LAST], history=history)
-    assert AFTER_A.replace("view[3]", "view[4]") in problems
+    assert _after_a_result(4) in problems
 
 
 def test_a_prompt_after_another_prompt_after_a_result_still_follows_the_round() -> None:
@@ -213,7 +222,7 @@ def test_a_second_prompt_lands_in_the_round_of_the_result_the_first_follows() ->
     also = {"role": "user", "content": "also this"}
     history: list[dict[str, Any]] = [FIRST, CALL_A, RES_A, LAST, ANSWER, also]
     view = [FIRST, CALL_A, RES_A, LAST, also]
-    assert check_view(view, history=history) == [AFTER_A.replace("view[3]", "view[4]")]
+    assert check_view(view, history=history) == [_after_a_result(4)]
     assert ViewChecker().check(view, history) == check_view(view, history=history)
     # Where the history has the second prompt right after the first, both follow the result.
     assert check_view(view, history=[FIRST, CALL_A, RES_A, LAST, also]) == []

@@ -880,8 +880,8 @@ def test_reasoning_beside_the_content_costs_the_same_whatever_the_content(key: s
     costs = set()
     for content in ["plain", 7, [result], [image]]:
         message = {"role": "assistant", "content": content}
-        costs.add(estimate_message_tokens({**message, key: reasoning}) - (
-            estimate_message_tokens(message)))  # fmt: skip
+        with_reasoning = estimate_message_tokens({**message, key: reasoning})
+        costs.add(with_reasoning - estimate_message_tokens(message))
     assert len(costs) == 1
     assert costs.pop() > 50
 

@@ -259,8 +259,8 @@ def test_a_remembered_estimate_is_of_the_form_asked_for() -> None:
         sent = index.facts[position].sent
         keep = first
         for ask in range(6):
-            expected = estimate_message_tokens(truncated(sent, 2_000, keep))
             form = truncated(sent, 2_000, keep)
+            expected = estimate_message_tokens(form)
             # Each way asked first, in turn: the other then finds the new length remembered.
             if ask % 2:
                 assert forms.truncated(position, 2_000, keep) == (form, expected)
