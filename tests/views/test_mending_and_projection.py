@@ -152,6 +152,57 @@ def test_a_prompt_right_after_its_round_is_never_taken_out() -> None:
     assert not plan.changed
 
 
+def reminder(body: str) -> Msg:
+    return {"role": "user", "content": body, "metadata": {"source": "hook"}}
+
+
+def test_every_prompt_that_lost_its_place_is_taken_out_not_only_the_first() -> None:
+    # H0, c1, T1, [A], H1, c2, T2, [B], H2: both prompts would land in a round.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("H1"),
+        call("c2"), result("c2"), answer("B"), prompt("H2"),
+    ]  # fmt: skip
+    plan = mend(messages, {3, 7}, {0})
+    assert plan.removed == {3, 4, 7, 8}
+
+
+def test_the_walk_goes_on_after_a_restore() -> None:
+    # H0, c1, T1, [A], P (protected: A comes back), c2, T2, [B], H2: H2 still lands in c2's round.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A"), prompt("P"),
+        call("c2"), result("c2"), answer("B"), prompt("H2"),
+    ]  # fmt: skip
+    plan = mend(messages, {3, 7}, {0, 4})
+    assert plan.removed == {7, 8}
+
+
+def test_a_shown_reminder_does_not_close_a_gap_opened_before_it() -> None:
+    # H0, c1, T1, [A], R1, [R2], P: A's absence opened the gap; R1 merges into the round and the
+    # left-out R2 opens no gap of its own, so P still lands in c1's round.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A"), reminder("R1"), reminder("R2"),
+        prompt("P"),
+    ]  # fmt: skip
+    plan = mend(messages, {3, 5}, {0})
+    assert 6 in plan.removed
+
+
+def test_a_shortened_prompt_taken_out_gives_back_what_its_short_form_cost() -> None:
+    # H0, c1, T1, [A], H1 (shortened): taking H1 out frees its shortened estimate.
+    long_prompt = prompt("please read this\n" * 400)
+    messages = [prompt("H0"), call("c1"), result("c1"), answer("A"), long_prompt]
+    plan = plan_for(messages, set())
+    full = estimate_message_tokens(long_prompt)
+    plan.truncate(4, full)
+    plan.take_out(3)
+    shortened = plan.forms.truncated_tokens(4, full, 250)
+    assert shortened < full
+    before = plan.usage
+    mend_turns(plan, frozenset({0}), 250, None)
+    assert 4 in plan.removed
+    assert plan.usage == before - shortened
+
+
 # --- projection -------------------------------------------------------------------------------
 
 
