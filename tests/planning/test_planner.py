@@ -13,6 +13,7 @@ from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.planning._plan import RequestPlan
 from amplifier_module_context_simple.planning._planner import Planner
 from amplifier_module_context_simple.session._session import SessionState, deliver
+from amplifier_module_context_simple.sizing._budget import derive_budget
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._decisions import NO_DECISIONS
 
@@ -176,3 +177,17 @@ async def test_a_system_prompt_rewritten_in_place_is_sent_at_once() -> None:
     assert first[0]["content"] == "You are OLD."
     assert again[0]["content"] == "You are NEW. " * 400
     assert manager.token_meter_stats["estimated"] > 400
+
+
+async def test_without_a_meter_nothing_is_held_back_for_a_learned_overhead() -> None:
+    planner = _planner(max_tokens=6_000)
+    config = planner.config
+    budget, _ = await planner.inputs(None, None)
+    bare = await derive_budget(
+        token_budget=None,
+        provider=None,
+        max_tokens=config.max_tokens,
+        max_tokens_fallback=config.max_tokens_fallback,
+        output_reserve_fraction=config.output_reserve_fraction,
+    )
+    assert budget == bare

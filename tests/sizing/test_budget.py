@@ -109,6 +109,7 @@ async def derive(
     max_tokens: int | None = None,
     max_tokens_fallback: int = 200_000,
     output_reserve_fraction: float = 1.0,
+    requested_output: int | None = None,
 ) -> Budget:
     return await derive_budget(
         token_budget=token_budget,
@@ -116,6 +117,7 @@ async def derive(
         max_tokens=max_tokens,
         max_tokens_fallback=max_tokens_fallback,
         output_reserve_fraction=output_reserve_fraction,
+        requested_output=requested_output,
     )
 
 
@@ -460,10 +462,13 @@ async def test_invalid_explicit_budget_raises(bad: Any) -> None:
         ({"output_reserve_fraction": -0.1}, "output_reserve_fraction"),
         ({"output_reserve_fraction": float("nan")}, "output_reserve_fraction"),
         ({"output_reserve_fraction": True}, "output_reserve_fraction"),
+        ({"requested_output": 0}, "max_output_tokens"),
+        ({"requested_output": 2.5}, "max_output_tokens"),
     ],
 )
-async def test_invalid_config_raises(kwargs: dict[str, Any], key: str) -> None:
-    with pytest.raises(ValueError, match=key):
+async def test_invalid_config_raises_naming_the_key(kwargs: dict[str, Any], key: str) -> None:
+    # The message opens with the key as the caller spells it.
+    with pytest.raises(ValueError, match=rf"^{key} must be "):
         await derive(None, **kwargs)
 
 
