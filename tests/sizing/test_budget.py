@@ -447,7 +447,7 @@ async def test_explicit_name_lookup_failure_is_silent(caplog: pytest.LogCaptureF
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "100"])
 async def test_invalid_explicit_budget_raises(bad: Any) -> None:
-    with pytest.raises(ValueError, match="token_budget"):
+    with pytest.raises(ValueError, match=r"^token_budget must be "):
         await derive(token_budget=bad)
 
 
@@ -532,3 +532,89 @@ def test_gate_reset() -> None:
     gate.reset()
     assert gate.last is None
     assert gate.changed({"x": 1})
+
+
+@pytest.mark.parametrize(
+    ("published", "expected"),
+    [
+        ({"model": "claude-a", "name": "claude-b", "id": "claude-c"}, "claude-a"),
+        ({"name": "claude-b", "id": "claude-c"}, "claude-b"),
+        ({"id": "claude-c"}, "claude-c"),
+    ],
+)
+async def test_the_model_info_names_the_model_by_model_then_name_then_id(
+    published: dict[str, str], expected: str
+) -> None:
+    asked: list[str | None] = []
+
+    def held_back(name: str | None) -> tuple[int, int]:
+        asked.append(name)
+        return 0, 0
+
+    provider = SyncProvider(
+        mi={**published, "context_window": 200_000, "max_output_tokens": 64_000}
+    )
+    budget = await derive_budget(
+        token_budget=None,
+        provider=provider,
+        max_tokens=None,
+        max_tokens_fallback=200_000,
+        output_reserve_fraction=1.0,
+        held_back=held_back,
+    )
+    assert budget.model_name == expected
+    # What the request carries besides the view is weighed for that model.
+    assert asked == [expected]
+
+
+async def test_a_window_without_an_output_figure_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = SyncProvider(mi={"context_window": 200_000})
+    with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
+        budget = await derive(provider)
+    assert budget.source == "provider_model_info" and budget.max_output_tokens is None
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("max_output", [0, -3, "64000", 1.5, True])
+async def test_an_unusable_output_figure_is_named_and_an_assumed_output_held_back(
+    max_output: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = SyncProvider(mi={"context_window": 200_000, "max_output_tokens": max_output})
+    with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
+        budget = await derive(provider)
+    assert budget.source == "provider_model_info" and budget.max_output_tokens is None
+    assert budget == await derive(SyncProvider(mi={"context_window": 200_000}))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Ignoring get_model_info()'s max_output_tokens={max_output!r} (not a positive "
+        "integer); holding back an assumed output"
+    ]
+
+
+@pytest.mark.parametrize("token_budget", [10_000, None])
+async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_model(
+    token_budget: int | None,
+) -> None:
+    # A provider that names its model but publishes no window: the explicit budget, or the
+    # fallback, still holds back what the request carries for that model.
+    asked: list[str | None] = []
+
+    def held_back(name: str | None) -> tuple[int, int]:
+        asked.append(name)
+        return (300, 0) if name == "claude-a" else (0, 0)
+
+    budget = await derive_budget(
+        token_budget=token_budget,
+        provider=SyncProvider(mi={"model": "claude-a"}),
+        max_tokens=None,
+        max_tokens_fallback=200_000,
+        output_reserve_fraction=1.0,
+        held_back=held_back,
+    )
+    assert asked == ["claude-a"]
+    assert budget.model_name == "claude-a" and budget.carried_tools == 300
+    if token_budget is None:
+        assert budget.source == "max_tokens_fallback" and budget.effective_budget == 199_700
+    else:
+        assert budget.request_budget == 10_300
