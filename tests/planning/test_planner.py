@@ -191,3 +191,23 @@ async def test_without_a_meter_nothing_is_held_back_for_a_learned_overhead() -> 
         output_reserve_fraction=config.output_reserve_fraction,
     )
     assert budget == bare
+
+
+async def test_the_meter_figure_is_of_the_view_as_it_goes_out_notice_included() -> None:
+    # After a compaction the view carries a notice: readings answer whole views, so the
+    # figure the trigger uses is that of the view sent, not of the history part alone.
+    manager = SimpleContextManager(token_meter="actual", max_tokens=6_000)
+    messages = _history(40)
+    view: list[dict[str, Any]] = []
+    for message in messages:
+        await manager.add_message(message)
+        if message["role"] == "user":
+            view = await manager.get_messages_for_request()
+            sent = sum(estimate_message_tokens(m) for m in view)
+            assert manager.claim_foreground_usage()(input_tokens=sent + 50)
+    view = await manager.get_messages_for_request()
+    stats = manager.token_meter_stats
+    assert stats is not None and stats["source"] == "actual"
+    assert stats["view_estimate"] == sum(estimate_message_tokens(m) for m in view)
+    assert stats["view_estimate"] > stats["estimated"]  # the notice is part of the view
+    assert stats["images_measured"] is False  # a reading exists, but the view has no image
