@@ -12,6 +12,8 @@ from amplifier_module_context_simple import ContextConfig, SimpleContextManager
 from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.planning._plan import RequestPlan
 from amplifier_module_context_simple.planning._planner import Planner
+from amplifier_module_context_simple.planning._timing import Timing, escalation_timing, moment_of
+from amplifier_module_context_simple.readings._size_model import IDENTITY, SizeModel
 from amplifier_module_context_simple.session._session import SessionState, deliver
 from amplifier_module_context_simple.sizing._budget import derive_budget
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
@@ -211,3 +213,58 @@ async def test_the_meter_figure_is_of_the_view_as_it_goes_out_notice_included() 
     assert stats["view_estimate"] == sum(estimate_message_tokens(m) for m in view)
     assert stats["view_estimate"] > stats["estimated"]  # the notice is part of the view
     assert stats["images_measured"] is False  # a reading exists, but the view has no image
+
+
+def _working_turns(turns: int) -> list[dict[str, Any]]:
+    # Turns that grow inside their loop (a tool round each), then a fresh prompt.
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        call = {"id": f"c{t}", "tool": "read", "arguments": {}}
+        messages += [
+            {"role": "user", "content": f"task {t}"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": "line\n" * 150},
+            {"role": "assistant", "content": f"done {t}"},
+        ]
+    return [*messages, {"role": "user", "content": "next task"}]
+
+
+def _decision(timing: Timing) -> tuple[str | None, int, bool]:
+    return timing.reason, timing.real_target, timing.for_turn
+
+
+async def test_timing_converts_the_turns_growth_to_real_units_without_the_overhead() -> None:
+    planner = _planner(max_tokens=6_000)
+    budget, text = await planner.inputs(None, None)
+    scope = planner.scope(_working_turns(6), budget, text)
+    limits = planner.thresholds(scope, None, budget.effective_budget)
+    moment = moment_of(planner.index, scope.usable)
+    assert moment.turn_start and moment.turn_growth > 0
+    reasons: set[str | None] = set()
+    for used in range(0, int(limits.trigger), 37):
+        # On estimates the growth is the growth itself.
+        on_estimates = escalation_timing(
+            planner.config, moment, limits, used=used, over_limit=False, to_real=lambda g: g
+        )
+        timing = planner.timing(scope, limits, used=used, estimate=0, model=IDENTITY)
+        assert _decision(timing) == _decision(on_estimates)
+        reasons.add(timing.reason)
+        # A growth is a difference of sizes: the fixed overhead cancels out.
+        with_overhead = planner.timing(
+            scope, limits, used=used, estimate=0, model=SizeModel(overhead=700, k=1.5)
+        )
+        without = planner.timing(scope, limits, used=used, estimate=0, model=SizeModel(k=1.5))
+        assert _decision(with_overhead) == _decision(without)
+        reasons.add(with_overhead.reason)
+    assert reasons == {None, "turn_start"}
+
+
+async def test_a_view_estimated_past_the_limit_escalates_even_below_the_trigger() -> None:
+    planner = _planner(max_tokens=6_000)
+    budget, text = await planner.inputs(None, None)
+    scope = planner.scope(_history(2), budget, text)
+    limits = planner.thresholds(scope, None, budget.effective_budget)
+    at_limit = planner.timing(scope, limits, used=0, estimate=limits.limit, model=IDENTITY)
+    past = planner.timing(scope, limits, used=0, estimate=limits.limit + 1, model=IDENTITY)
+    assert at_limit.reason is None
+    assert past.reason == "over_budget"

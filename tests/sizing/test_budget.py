@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 import pytest
@@ -618,3 +619,19 @@ async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_
         assert budget.source == "max_tokens_fallback" and budget.effective_budget == 199_700
     else:
         assert budget.request_budget == 10_300
+
+
+async def test_an_assumed_output_is_a_whole_quarter_of_a_small_window() -> None:
+    budget = await derive(SyncProvider(mi={"context_window": 10_001}))
+    assert budget.output_source == "assumed"
+    assert budget.requested_output == 2_500 and type(budget.requested_output) is int
+    assert budget.reserved_output == 2_500
+
+
+async def test_an_output_near_the_whole_window_leaves_the_input_its_share() -> None:
+    window = 10_000
+    budget = await derive(SyncProvider(mi={"context_window": window, "max_output_tokens": 9_999}))
+    margin = _budget.safety_margin(window)
+    floor = math.ceil(window * _budget.MIN_INPUT_SHARE)
+    assert budget.reserved_output == window - margin - floor
+    assert budget.derived_budget == floor
