@@ -268,3 +268,24 @@ async def test_a_view_estimated_past_the_limit_escalates_even_below_the_trigger(
     past = planner.timing(scope, limits, used=0, estimate=limits.limit + 1, model=IDENTITY)
     assert at_limit.reason is None
     assert past.reason == "over_budget"
+
+
+async def test_the_ladder_keeps_the_running_call_and_the_results_it_already_has() -> None:
+    # Two parallel calls, one answered: the orchestrator is still running the other, and the
+    # round it will send must reach the provider whole.
+    planner = _planner(max_tokens=6_000, protected_recent=0.0, protected_tool_results=0)
+    calls = [{"id": "one", "tool": "read"}, {"id": "two", "tool": "ls"}]
+    messages = _working_turns(6)
+    messages += [
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "one", "content": "line\n" * 400},
+    ]
+    budget, text = await planner.inputs(None, None)
+    scope = planner.scope(messages, budget, text)
+    assert scope.open_tail == len(messages) - 2
+    usage = scope.system_tokens + planner.body_tokens(scope, NO_DECISIONS)
+    steps = list(planner.ladder(scope, NO_DECISIONS, usage=usage, target=0))
+    assert steps
+    last = steps[-1].decisions
+    kept = {len(messages) - 2, len(messages) - 1}
+    assert not kept & (set(last.removed) | set(last.truncated) | set(last.stubbed))

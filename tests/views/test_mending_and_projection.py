@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -381,3 +382,51 @@ def test_a_rewrite_that_makes_an_older_prompt_the_latest_restores_what_it_follow
     kept = after_rewrite(index, Decisions(removed=frozenset({3, 4}), level=5), 8, 250)
     assert kept.removed == set()
     assert kept.level == 5
+
+
+def test_every_step_of_an_escalation_changes_what_the_view_shows() -> None:
+    # A plain conversation has nothing to shorten: the shortening rungs after the first
+    # removal change nothing, and must not repeat the step before them.
+    messages = [
+        m for t in range(30) for m in (prompt(f"ask {t} " * 40), answer(f"reply {t} " * 60))
+    ]
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.2, protected_tool_results=5, truncate_chars=250)
+    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    shown = [
+        (
+            frozenset(s.decisions.removed),
+            frozenset(s.decisions.truncated),
+            frozenset(s.decisions.stubbed),
+        )
+        for s in steps
+    ]
+    assert len(steps) >= 2
+    assert all(before != after for before, after in pairwise(shown))
+
+
+def test_an_escalation_stops_at_the_rung_that_reaches_its_target_exactly() -> None:
+    messages = [
+        m for t in range(30) for m in (prompt(f"ask {t} " * 40), answer(f"reply {t} " * 60))
+    ]
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.2, protected_tool_results=5, truncate_chars=250)
+    first = next(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    again = list(
+        plan_escalation(plan.index, plan.base, usage=plan.usage, target=first.usage, policy=policy)
+    )
+    assert [s.usage for s in again] == [first.usage]
+
+
+def test_the_newest_message_stays_whatever_the_rungs_would_take() -> None:
+    # The next prompt will follow the closing answer: left out, the prompt would land right
+    # after the round before it.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A " * 300), prompt("H1"),
+        call("c2"), result("c2"), answer("B " * 300),
+    ]  # fmt: skip
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    assert steps
+    assert 7 not in steps[-1].decisions.removed
