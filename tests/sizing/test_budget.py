@@ -635,3 +635,12 @@ async def test_an_output_near_the_whole_window_leaves_the_input_its_share() -> N
     floor = math.ceil(window * _budget.MIN_INPUT_SHARE)
     assert budget.reserved_output == window - margin - floor
     assert budget.derived_budget == floor
+
+
+async def test_a_model_infos_own_max_tokens_is_the_output_it_sends() -> None:
+    provider = SyncProvider(
+        mi={"context_window": 200_000, "max_output_tokens": 64_000, "max_tokens": 8_000}
+    )
+    budget = await derive(provider)
+    assert budget.output_source == "provider_defaults"
+    assert budget.requested_output == 8_000 and budget.reserved_output == 8_000

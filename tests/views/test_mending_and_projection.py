@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -430,3 +431,36 @@ def test_the_newest_message_stays_whatever_the_rungs_would_take() -> None:
     steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
     assert steps
     assert 7 not in steps[-1].decisions.removed
+
+
+def test_a_protected_prompt_whose_answer_before_it_was_removed_gets_it_back() -> None:
+    # H0, c1, T1 (protected), A1, P (protected), c2, T2, A2, H2: removing A1 would put P in
+    # c1's round; P is protected, so A1 comes back rather than P going.
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), answer("A1 " * 300), prompt("P"),
+        call("c2"), result("c2"), answer("A2 " * 300), prompt("H2"),
+    ]  # fmt: skip
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(
+        plan_escalation(
+            plan.index, plan.base, usage=plan.usage, target=0, policy=policy,
+            protected_extra=frozenset({1, 2, 4}),
+        )
+    )  # fmt: skip
+    assert steps
+    assert not {1, 2, 3, 4} & set(steps[-1].decisions.removed)
+
+
+def test_the_last_rung_takes_out_stubs_an_earlier_escalation_left() -> None:
+    # The stub is among the most recent messages, which the removal rungs keep: only the
+    # last rung takes it.
+    hook_note = {"role": "user", "content": "note " * 200, "metadata": {"source": "hook"}}
+    messages = [prompt("H0"), answer("A0 " * 200), prompt("H1"), hook_note, answer("A1")]
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(messages, None)
+    base = Decisions(stubbed=MappingProxyType({3: len("note " * 200)}))
+    plan = WorkingPlan(index, base, frozenset(), sum(f.tokens for f in index.facts))
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(plan_escalation(index, base, usage=plan.usage, target=0, policy=policy))
+    assert steps and 3 in steps[-1].decisions.removed
