@@ -644,3 +644,36 @@ async def test_a_model_infos_own_max_tokens_is_the_output_it_sends() -> None:
     budget = await derive(provider)
     assert budget.output_source == "provider_defaults"
     assert budget.requested_output == 8_000 and budget.reserved_output == 8_000
+
+
+async def test_unusable_defaults_and_the_fallback_are_named_word_for_word(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = InfoOnlyProvider(provider_info({"context_window": "big"}))
+    with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
+        budget = await derive(provider, max_tokens_fallback=50_000)
+    assert budget.source == "max_tokens_fallback"
+    assert [r.getMessage() for r in caplog.records] == [
+        "Ignoring get_info().defaults: context_window='big' is not a positive integer",
+        "Provider InfoOnlyProvider published no usable context window; using "
+        "max_tokens_fallback=50000",
+    ]
+
+
+async def test_a_requested_output_is_held_back_from_the_providers_defaults_too() -> None:
+    defaults = {"context_window": 200_000, "max_output_tokens": 64_000}
+    budget = await derive(InfoOnlyProvider(provider_info(defaults)), requested_output=5_000)
+    assert budget.source == "provider_defaults"
+    assert budget.output_source == "request" and budget.reserved_output == 5_000
+
+
+async def test_a_provider_known_to_send_less_than_its_defaults_say_is_read_by_its_own_name() -> (
+    None
+):
+    class Anthropic(InfoOnlyProvider):
+        name = "anthropic"
+
+    defaults = {"context_window": 200_000, "max_output_tokens": 64_000, "max_tokens": 4_096}
+    budget = await derive(Anthropic(provider_info(defaults)))
+    # Its defaults' max_tokens is not what it sends: the published output is held back.
+    assert budget.output_source == "max_output_tokens" and budget.reserved_output == 64_000
