@@ -25,7 +25,7 @@ from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.history._ids import IdAssigner
 from amplifier_module_context_simple.history._project import project
 from amplifier_module_context_simple.views._decisions import Decisions
-from amplifier_module_context_simple.views._ladder import LadderPolicy, plan_escalation
+from amplifier_module_context_simple.views._ladder import FIT_LEVEL, LadderPolicy, plan_escalation
 from amplifier_module_context_simple.views._turns import mend_turns
 from amplifier_module_context_simple.views._working import WorkingPlan
 
@@ -464,3 +464,48 @@ def test_the_last_rung_takes_out_stubs_an_earlier_escalation_left() -> None:
     policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
     steps = list(plan_escalation(index, base, usage=plan.usage, target=0, policy=policy))
     assert steps and 3 in steps[-1].decisions.removed
+
+
+def test_a_shortened_result_the_removal_rung_brings_back_is_counted_shortened() -> None:
+    # H0, c1, T1 (protected), c2, T2 (long: shortened first), P (protected), ...: removing
+    # c2's group would put P in c1's round, so mending brings it back, shortened as it was.
+    long_result = {"role": "tool", "tool_call_id": "c2", "content": "output line\n" * 400}
+    messages = [
+        prompt("H0"), call("c1"), result("c1"), call("c2"), long_result, prompt("P"),
+        call("c3"), result("c3"), answer("A3 " * 300), prompt("H3"),
+    ]  # fmt: skip
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(
+        plan_escalation(
+            plan.index, plan.base, usage=plan.usage, target=0, policy=policy,
+            protected_extra=frozenset({1, 2, 5}),
+        )
+    )  # fmt: skip
+    last = steps[-1].decisions
+    assert {3, 4}.isdisjoint(last.removed) and 4 in last.truncated
+
+    def shown_cost(position: int) -> int:
+        if position in last.truncated:
+            return plan.forms.truncated_tokens(position, last.truncated[position], 250)
+        return plan.index.facts[position].tokens
+
+    shown = [p for p in range(len(messages)) if p not in last.removed]
+    assert steps[-1].usage == sum(shown_cost(p) for p in shown)
+
+
+def test_the_fit_pass_step_is_at_the_fit_level() -> None:
+    # Everything is recent, so the rungs take nothing: only the fit pass brings the view
+    # under the limit, and its step says so.
+    long_result = {"role": "tool", "tool_call_id": "c1", "content": "output line\n" * 400}
+    messages = [prompt("H0"), call("c1"), long_result, answer("A1"), prompt("H1")]
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=5, truncate_chars=250)
+    limit = plan.usage // 2
+    steps = list(
+        plan_escalation(
+            plan.index, plan.base, usage=plan.usage, target=0, policy=policy, limit=limit
+        )
+    )
+    assert [s.level for s in steps] == [FIT_LEVEL]
+    assert steps[-1].usage <= limit and steps[-1].results_shortened == 1
