@@ -289,3 +289,20 @@ async def test_the_ladder_keeps_the_running_call_and_the_results_it_already_has(
     last = steps[-1].decisions
     kept = {len(messages) - 2, len(messages) - 1}
     assert not kept & (set(last.removed) | set(last.truncated) | set(last.stubbed))
+
+
+@pytest.mark.parametrize("placement", ["tail", "in_place"])
+async def test_a_notice_at_the_tail_has_no_room_kept_while_a_call_is_running(
+    placement: str,
+) -> None:
+    # At the tail the notice comes after the last message; while a call is running nothing
+    # may follow it but its results, so no notice is composed and no room is kept for one.
+    # In place, the notice goes inside the view and keeps its room.
+    planner = _planner(max_tokens=6_000, compaction_notice_placement=placement)
+    budget, text = await planner.inputs(None, None)
+    closed = planner.scope(_working_turns(3), budget, text)
+    assert closed.open_tail is None and closed.notice_cost == planner.composer.notice_cost() > 0
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "open", "tool": "ls"}]}
+    running = [*_working_turns(3), call]
+    kept = planner.scope(running, budget, text).notice_cost
+    assert kept == (closed.notice_cost if placement == "in_place" else 0)

@@ -603,7 +603,7 @@ async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_
 
     def held_back(name: str | None) -> tuple[int, int]:
         asked.append(name)
-        return (300, 0) if name == "claude-a" else (0, 0)
+        return (300, 40) if name == "claude-a" else (0, 0)
 
     budget = await derive_budget(
         token_budget=token_budget,
@@ -615,10 +615,12 @@ async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_
     )
     assert asked == ["claude-a"]
     assert budget.model_name == "claude-a" and budget.carried_tools == 300
+    assert budget.margin == 0  # no window, so no margin held back from one
     if token_budget is None:
-        assert budget.source == "max_tokens_fallback" and budget.effective_budget == 199_700
+        assert budget.source == "max_tokens_fallback" and budget.effective_budget == 199_660
     else:
-        assert budget.request_budget == 10_300
+        # What the request carries besides adds to the caller's budget for the view.
+        assert budget.request_budget == 10_340
 
 
 async def test_an_assumed_output_is_a_whole_quarter_of_a_small_window() -> None:
