@@ -306,3 +306,27 @@ async def test_a_notice_at_the_tail_has_no_room_kept_while_a_call_is_running(
     running = [*_working_turns(3), call]
     kept = planner.scope(running, budget, text).notice_cost
     assert kept == (closed.notice_cost if placement == "in_place" else 0)
+
+
+async def test_an_escalation_says_whether_it_started_afresh() -> None:
+    # Decisions made under a small room, then a room many times larger: they are disproved,
+    # and the escalation the grown history needs starts from nothing (rebased). Building on
+    # decisions made under the same room is no rebase.
+    planner, state = _planner(), SessionState()
+
+    async def plan_at(
+        messages: list[dict[str, Any]], token_budget: int, decisions: Any, under: int | None
+    ) -> RequestPlan:
+        budget, text = await planner.inputs(token_budget, None)
+        scope = planner.scope(messages, budget, text, epoch=state.epoch)
+        return planner.plan(
+            scope, decisions=decisions, stats=None, meter=state.meter, decided_under=under
+        )
+
+    small = await plan_at(_history(30), 6_000, NO_DECISIONS, None)
+    assert small.escalated is not None and not small.rebased
+    grown = _history(200)
+    same_room = await plan_at(grown, 6_000, small.decisions, small.room)
+    assert same_room.escalated is not None and not same_room.rebased
+    larger = await plan_at(grown, 60_000, small.decisions, small.room)
+    assert larger.escalated is not None and larger.rebased
