@@ -330,3 +330,44 @@ async def test_an_escalation_says_whether_it_started_afresh() -> None:
     assert same_room.escalated is not None and not same_room.rebased
     larger = await plan_at(grown, 60_000, small.decisions, small.room)
     assert larger.escalated is not None and larger.rebased
+
+
+class _Events:
+    async def emit(self, event: str, payload: dict[str, Any]) -> None:
+        del event, payload
+
+
+async def test_a_restored_snapshot_puts_back_everything_a_request_changed() -> None:
+    planner, state = _planner(max_tokens=6_000), SessionState()
+
+    async def request(messages: list[dict[str, Any]]) -> None:
+        budget, text = await planner.inputs(None, None)
+        scope = planner.scope(messages, budget, text, epoch=state.epoch)
+        plan = planner.plan(
+            scope,
+            decisions=state.decisions,
+            stats=state.stats,
+            meter=state.meter,
+            decided_under=state.decided_under,
+        )
+        assert await deliver(state, _Events(), plan)
+
+    await request(_history(40))
+    kept = (state.decisions, state.stats, state.meter_stats, state.decided_under)
+    gate = state.budget_gate.snapshot()
+    assert None not in kept
+    snapshot = state.snapshot()
+    await request(_history(120))
+    assert state.decisions is not kept[0] and state.stats is not kept[1]
+    state.restore(snapshot)
+    assert (state.decisions, state.stats, state.meter_stats, state.decided_under) == kept
+    assert state.stats is kept[1]
+    assert state.budget_gate.snapshot() == gate
+
+
+async def test_each_new_history_gets_an_epoch_of_its_own() -> None:
+    state, seen = SessionState(), set[int]()
+    for _ in range(3):
+        seen.add(state.epoch)
+        state.reset()
+    assert state.epoch not in seen and len(seen) == 3
