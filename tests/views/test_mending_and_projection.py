@@ -509,3 +509,21 @@ def test_the_fit_pass_step_is_at_the_fit_level() -> None:
     )
     assert [s.level for s in steps] == [FIT_LEVEL]
     assert steps[-1].usage <= limit and steps[-1].results_shortened == 1
+
+
+def test_a_result_too_short_to_gain_from_shortening_does_not_stop_the_rung() -> None:
+    # Eight results, the oldest of them too short to gain from shortening: the first rung
+    # takes the oldest quarter (two) and shortens the long one of them.
+    def long_result(call_id: str) -> Msg:
+        return {"role": "tool", "tool_call_id": call_id, "content": "output line\n" * 400}
+
+    # Blocks always shorten to one text, but the marker costs more than "ok" does.
+    tiny = {"role": "tool", "tool_call_id": "c0", "content": [{"type": "text", "text": "ok"}]}
+    messages: list[Msg] = [prompt("H0"), call("c0"), tiny]
+    for n in range(1, 8):
+        messages += [call(f"c{n}"), long_result(f"c{n}")]
+    messages += [answer("A"), prompt("H1")]
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
+    first = next(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    assert first.level == 1 and set(first.decisions.truncated) == {4}
