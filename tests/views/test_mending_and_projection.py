@@ -527,3 +527,26 @@ def test_a_result_too_short_to_gain_from_shortening_does_not_stop_the_rung() -> 
     policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
     first = next(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
     assert first.level == 1 and set(first.decisions.truncated) == {4}
+
+
+def test_the_last_rung_passes_over_a_protected_stub_to_the_next() -> None:
+    def hook_note(body: str) -> Msg:
+        return {"role": "user", "content": body * 200, "metadata": {"source": "hook"}}
+
+    messages = [
+        prompt("H0"), answer("A0 " * 200), prompt("H1"), hook_note("kept "), hook_note("gone "),
+        answer("A1"),
+    ]  # fmt: skip
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(messages, None)
+    base = Decisions(stubbed=MappingProxyType({3: 1000, 4: 1000}))
+    plan = WorkingPlan(index, base, frozenset(), sum(f.tokens for f in index.facts))
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(
+        plan_escalation(
+            index, base, usage=plan.usage, target=0, policy=policy, protected_extra=frozenset({3})
+        )
+    )
+    assert steps
+    removed = steps[-1].decisions.removed
+    assert 3 not in removed and 4 in removed
