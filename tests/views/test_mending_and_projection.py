@@ -540,7 +540,14 @@ def test_the_last_rung_passes_over_a_protected_stub_to_the_next() -> None:
     index = HistoryIndex(estimate_message_tokens)
     index.sync(messages, None)
     base = Decisions(stubbed=MappingProxyType({3: 1000, 4: 1000}))
-    plan = WorkingPlan(index, base, frozenset(), sum(f.tokens for f in index.facts))
+    plan = WorkingPlan(index, base, frozenset(), 0)
+
+    def cost(position: int, decisions: Decisions) -> int:
+        if position in decisions.stubbed:
+            return plan.forms.stubbed_tokens(position)
+        return index.facts[position].tokens
+
+    plan.usage = sum(cost(p, base) for p in range(len(messages)))
     policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
     steps = list(
         plan_escalation(
@@ -548,5 +555,8 @@ def test_the_last_rung_passes_over_a_protected_stub_to_the_next() -> None:
         )
     )
     assert steps
-    removed = steps[-1].decisions.removed
-    assert 3 not in removed and 4 in removed
+    last = steps[-1].decisions
+    assert 3 not in last.removed and 4 in last.removed
+    # What the view costs now: the kept stub at its stub's price, the rest as they are.
+    shown = [p for p in range(len(messages)) if p not in last.removed]
+    assert not last.truncated and steps[-1].usage == sum(cost(p, last) for p in shown)
