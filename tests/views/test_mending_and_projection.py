@@ -25,7 +25,12 @@ from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.history._ids import IdAssigner
 from amplifier_module_context_simple.history._project import project
 from amplifier_module_context_simple.views._decisions import Decisions
-from amplifier_module_context_simple.views._ladder import FIT_LEVEL, LadderPolicy, plan_escalation
+from amplifier_module_context_simple.views._ladder import (
+    FIT_LEVEL,
+    STUB_MIN_CHARS,
+    LadderPolicy,
+    plan_escalation,
+)
 from amplifier_module_context_simple.views._turns import mend_turns
 from amplifier_module_context_simple.views._working import WorkingPlan
 
@@ -560,3 +565,23 @@ def test_the_last_rung_passes_over_a_protected_stub_to_the_next() -> None:
     # What the view costs now: the kept stub at its stub's price, the rest as they are.
     shown = [p for p in range(len(messages)) if p not in last.removed]
     assert not last.truncated and steps[-1].usage == sum(cost(p, last) for p in shown)
+
+
+def test_the_last_rung_stubs_a_hook_note_from_its_minimum_length_on() -> None:
+    # The note is among the newest messages, which the removal rungs keep: the last rung
+    # stubs it (the oldest hook note, exactly as long as a stub needs) and counts the saving.
+    note = {
+        "role": "user",
+        "content": "note " * (STUB_MIN_CHARS // 5),
+        "metadata": {"source": "hook"},
+    }
+    messages = [prompt("H0"), answer("A0 " * 200), prompt("H1"), note, answer("A1")]
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
+    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    assert steps
+    last = steps[-1]
+    assert dict(last.decisions.stubbed) == {3: STUB_MIN_CHARS}
+    saved = plan.index.facts[3].tokens - plan.forms.stubbed_tokens(3)
+    assert saved > 0 and last.decisions.removed == {1}
+    assert last.usage == plan.usage - plan.index.facts[1].tokens - saved
