@@ -371,3 +371,27 @@ async def test_each_new_history_gets_an_epoch_of_its_own() -> None:
         seen.add(state.epoch)
         state.reset()
     assert state.epoch not in seen and len(seen) == 3
+
+
+async def test_a_stale_escalation_delivered_without_a_guard_still_reports_its_budget() -> None:
+    seen: list[str] = []
+
+    class Hooks:
+        async def emit(self, event: str, payload: dict[str, Any]) -> None:
+            seen.append(event)
+
+    planner, state = _planner(), SessionState()
+    messages = _history(40)
+    plans: list[RequestPlan] = []
+    for token_budget in (6_000, 7_000):
+        budget, text = await planner.inputs(token_budget, None)
+        scope = planner.scope(messages, budget, text, epoch=state.epoch)
+        plans.append(
+            planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=state.meter)
+        )
+    first, stale = plans
+    assert await deliver(state, Hooks(), first)
+    seen.clear()
+    assert stale.escalated is not None and not state.is_current(stale)
+    assert not await deliver(state, Hooks(), stale)
+    assert seen == ["context:budget"]
