@@ -192,3 +192,35 @@ def test_orphans_and_reused_ids() -> None:
     assert pairing.orphans == {0, 4}
     assert pairing.owner_of == {3: 2}, "a result goes to the newest call waiting for its id"
     assert pairing.missing(1) == {"a"}
+
+
+@pytest.mark.parametrize(
+    ("message", "index", "expected"),
+    [
+        (["not", "a", "dict"], None, "message (list): a message must be a dict, got list"),
+        (42, 3, "message #3 (int): a message must be a dict, got int"),
+        (
+            {"role": "robot"},
+            None,
+            "message (role='robot'): 'role' must be one of assistant, developer, function, "
+            "system, tool, user",
+        ),
+    ],
+)
+def test_a_refused_message_is_described_word_for_word(
+    message: Any, index: int | None, expected: str
+) -> None:
+    with pytest.raises((TypeError, ValueError)) as refused:
+        validate_message(message, index)
+    assert str(refused.value) == expected
+
+
+def test_content_blocks_that_are_plain_dicts_are_not_read_on_admission() -> None:
+    # Blocks are stored as they came; only a typed block is dumped (and its failure named).
+    class Dumps:
+        def model_dump(self) -> dict[str, Any]:
+            raise RuntimeError("cannot dump")
+
+    validate_message({"role": "user", "content": [{"type": "mystery", "x": object()}]})
+    with pytest.raises(ValueError, match="content block 1"):
+        validate_message({"role": "user", "content": [{"type": "text", "text": "a"}, Dumps()]})
