@@ -205,6 +205,26 @@ def test_orphans_and_reused_ids() -> None:
             "message (role='robot'): 'role' must be one of assistant, developer, function, "
             "system, tool, user",
         ),
+        (
+            {"role": "assistant", "tool_calls": "ls"},
+            1,
+            "message #1 (role='assistant'): 'tool_calls' must be a list, got str",
+        ),
+        (
+            {"role": "user", "metadata": ["x"]},
+            2,
+            "message #2 (role='user'): 'metadata' must be a dict, got list",
+        ),
+        (
+            {"role": "user", "metadata": {7: "x"}},
+            2,
+            "message #2 (role='user'): 'metadata' keys must be strings, got int 7",
+        ),
+        (
+            {"role": "user", "name": 5},
+            0,
+            "message #0 (role='user'): 'name' must be a string, got int",
+        ),
     ],
 )
 def test_a_refused_message_is_described_word_for_word(
