@@ -242,5 +242,9 @@ def test_content_blocks_that_are_plain_dicts_are_not_read_on_admission() -> None
             raise RuntimeError("cannot dump")
 
     validate_message({"role": "user", "content": [{"type": "mystery", "x": object()}]})
-    with pytest.raises(ValueError, match="content block 1"):
+    with pytest.raises(ValueError) as refused:
         validate_message({"role": "user", "content": [{"type": "text", "text": "a"}, Dumps()]})
+    assert str(refused.value) == (
+        "message (role='user'): content block 1: model_dump() of a typed content block "
+        "failed: RuntimeError: cannot dump"
+    )
