@@ -29,6 +29,7 @@ from amplifier_module_context_simple.views._ladder import (
     FIT_LEVEL,
     STUB_MIN_CHARS,
     LadderPolicy,
+    Step,
     plan_escalation,
 )
 from amplifier_module_context_simple.views._turns import mend_turns
@@ -157,6 +158,24 @@ def test_a_prompt_right_after_its_round_is_never_taken_out() -> None:
     plan = mend(messages, set(), {0})
     assert plan.removed == set()
     assert not plan.changed
+
+
+def escalate(
+    messages: Sequence[Msg],
+    *,
+    recent: float,
+    results: int = 0,
+    extra: frozenset[int] = frozenset(),
+) -> tuple[WorkingPlan, list[Step]]:
+    """Every step of an escalation to nothing, from no decisions."""
+    plan = plan_for(messages, set())
+    policy = LadderPolicy(
+        protected_recent=recent, protected_tool_results=results, truncate_chars=250
+    )
+    steps = plan_escalation(
+        plan.index, plan.base, usage=plan.usage, target=0, policy=policy, protected_extra=extra
+    )
+    return plan, list(steps)
 
 
 def reminder(body: str) -> Msg:
@@ -396,9 +415,7 @@ def test_every_step_of_an_escalation_changes_what_the_view_shows() -> None:
     messages = [
         m for t in range(30) for m in (prompt(f"ask {t} " * 40), answer(f"reply {t} " * 60))
     ]
-    plan = plan_for(messages, set())
-    policy = LadderPolicy(protected_recent=0.2, protected_tool_results=5, truncate_chars=250)
-    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    _, steps = escalate(messages, recent=0.2, results=5)
     shown = [
         (
             frozenset(s.decisions.removed),
@@ -431,9 +448,7 @@ def test_the_newest_message_stays_whatever_the_rungs_would_take() -> None:
         prompt("H0"), call("c1"), result("c1"), answer("A " * 300), prompt("H1"),
         call("c2"), result("c2"), answer("B " * 300),
     ]  # fmt: skip
-    plan = plan_for(messages, set())
-    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
-    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    _, steps = escalate(messages, recent=0.0)
     assert steps
     assert 7 not in steps[-1].decisions.removed
 
@@ -445,14 +460,7 @@ def test_a_protected_prompt_whose_answer_before_it_was_removed_gets_it_back() ->
         prompt("H0"), call("c1"), result("c1"), answer("A1 " * 300), prompt("P"),
         call("c2"), result("c2"), answer("A2 " * 300), prompt("H2"),
     ]  # fmt: skip
-    plan = plan_for(messages, set())
-    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
-    steps = list(
-        plan_escalation(
-            plan.index, plan.base, usage=plan.usage, target=0, policy=policy,
-            protected_extra=frozenset({1, 2, 4}),
-        )
-    )  # fmt: skip
+    _, steps = escalate(messages, recent=0.0, extra=frozenset({1, 2, 4}))
     assert steps
     assert not {1, 2, 3, 4} & set(steps[-1].decisions.removed)
 
@@ -479,14 +487,7 @@ def test_a_shortened_result_the_removal_rung_brings_back_is_counted_shortened() 
         prompt("H0"), call("c1"), result("c1"), call("c2"), long_result, prompt("P"),
         call("c3"), result("c3"), answer("A3 " * 300), prompt("H3"),
     ]  # fmt: skip
-    plan = plan_for(messages, set())
-    policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
-    steps = list(
-        plan_escalation(
-            plan.index, plan.base, usage=plan.usage, target=0, policy=policy,
-            protected_extra=frozenset({1, 2, 5}),
-        )
-    )  # fmt: skip
+    plan, steps = escalate(messages, recent=0.0, extra=frozenset({1, 2, 5}))
     last = steps[-1].decisions
     assert {3, 4}.isdisjoint(last.removed) and 4 in last.truncated
 
@@ -576,9 +577,7 @@ def test_the_last_rung_stubs_a_hook_note_from_its_minimum_length_on() -> None:
         "metadata": {"source": "hook"},
     }
     messages = [prompt("H0"), answer("A0 " * 200), prompt("H1"), note, answer("A1")]
-    plan = plan_for(messages, set())
-    policy = LadderPolicy(protected_recent=1.0, protected_tool_results=0, truncate_chars=250)
-    steps = list(plan_escalation(plan.index, plan.base, usage=plan.usage, target=0, policy=policy))
+    plan, steps = escalate(messages, recent=1.0)
     assert steps
     last = steps[-1]
     assert dict(last.decisions.stubbed) == {3: STUB_MIN_CHARS}
