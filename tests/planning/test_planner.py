@@ -333,8 +333,14 @@ async def test_an_escalation_says_whether_it_started_afresh() -> None:
 
 
 class _Events:
+    """A hook registry stand-in that records the names of the events emitted."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
     async def emit(self, event: str, payload: dict[str, Any]) -> None:
-        del event, payload
+        del payload
+        self.seen.append(event)
 
 
 async def test_a_restored_snapshot_puts_back_everything_a_request_changed() -> None:
@@ -374,12 +380,7 @@ async def test_each_new_history_gets_an_epoch_of_its_own() -> None:
 
 
 async def test_a_stale_escalation_delivered_without_a_guard_still_reports_its_budget() -> None:
-    seen: list[str] = []
-
-    class Hooks:
-        async def emit(self, event: str, payload: dict[str, Any]) -> None:
-            seen.append(event)
-
+    hooks = _Events()
     planner, state = _planner(), SessionState()
     messages = _history(40)
     plans: list[RequestPlan] = []
@@ -390,8 +391,8 @@ async def test_a_stale_escalation_delivered_without_a_guard_still_reports_its_bu
             planner.plan(scope, decisions=state.decisions, stats=state.stats, meter=state.meter)
         )
     first, stale = plans
-    assert await deliver(state, Hooks(), first)
-    seen.clear()
+    assert await deliver(state, hooks, first)
+    hooks.seen.clear()
     assert stale.escalated is not None and not state.is_current(stale)
-    assert not await deliver(state, Hooks(), stale)
-    assert seen == ["context:budget"]
+    assert not await deliver(state, hooks, stale)
+    assert hooks.seen == ["context:budget"]

@@ -535,6 +535,19 @@ def test_gate_reset() -> None:
     assert gate.changed({"x": 1})
 
 
+class HeldBackFor:
+    """What a request carries besides the view, per model name (nothing for the others);
+    remembers the names it was asked for."""
+
+    def __init__(self, figures: dict[str, tuple[int, int]]) -> None:
+        self.figures = figures
+        self.asked: list[str | None] = []
+
+    def __call__(self, name: str | None) -> tuple[int, int]:
+        self.asked.append(name)
+        return self.figures.get(name or "", (0, 0))
+
+
 @pytest.mark.parametrize(
     ("published", "expected"),
     [
@@ -546,11 +559,7 @@ def test_gate_reset() -> None:
 async def test_the_model_info_names_the_model_by_model_then_name_then_id(
     published: dict[str, str], expected: str
 ) -> None:
-    asked: list[str | None] = []
-
-    def held_back(name: str | None) -> tuple[int, int]:
-        asked.append(name)
-        return 0, 0
+    held_back = HeldBackFor({})
 
     provider = SyncProvider(
         mi={**published, "context_window": 200_000, "max_output_tokens": 64_000}
@@ -565,7 +574,7 @@ async def test_the_model_info_names_the_model_by_model_then_name_then_id(
     )
     assert budget.model_name == expected
     # What the request carries besides the view is weighed for that model.
-    assert asked == [expected]
+    assert held_back.asked == [expected]
 
 
 async def test_a_window_without_an_output_figure_is_not_warned_about(
@@ -599,11 +608,7 @@ async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_
 ) -> None:
     # A provider that names its model but publishes no window: the explicit budget, or the
     # fallback, still holds back what the request carries for that model.
-    asked: list[str | None] = []
-
-    def held_back(name: str | None) -> tuple[int, int]:
-        asked.append(name)
-        return (300, 40) if name == "claude-a" else (0, 0)
+    held_back = HeldBackFor({"claude-a": (300, 40)})
 
     budget = await derive_budget(
         token_budget=token_budget,
@@ -613,7 +618,7 @@ async def test_a_budget_from_elsewhere_weighs_what_it_carries_for_the_providers_
         output_reserve_fraction=1.0,
         held_back=held_back,
     )
-    assert asked == ["claude-a"]
+    assert held_back.asked == ["claude-a"]
     assert budget.model_name == "claude-a" and budget.carried_tools == 300
     assert budget.margin == 0  # no window, so no margin held back from one
     if token_budget is None:
