@@ -1,0 +1,53 @@
+"""The history index's generation: the one figure every cache of a rendered or weighed view is
+keyed on (the view cache, the planner's, the notice slots, the shortened forms).
+
+A cache holds what it computed for a generation and trusts it while the figure reads the same,
+so the figure must never come back to a value it had: a late answer, a rewrite and a change of
+tokenizer family each give one never seen before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple.history._history import HistoryIndex
+from amplifier_module_context_simple.sizing._estimate import FAMILIES
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    }
+
+
+def _result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "a.txt"}
+
+
+def test_the_generation_never_comes_back_to_a_value_it_had() -> None:
+    index = HistoryIndex(estimate_message_tokens, json_cap=4096)
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "list the files"},
+        _call("c1"),
+        {"role": "user", "content": "never mind"},
+    ]
+    seen = [index.generation]
+    index.sync(history, None)
+    history.append(_result("c1"))  # answers a call other turns already followed
+    index.sync(history, None)
+    assert index.generation != seen[-1], "a late answer changes what the views show"
+    seen.append(index.generation)
+    rewritten = [{"role": "user", "content": "start over"}, *history[1:]]
+    index.sync(rewritten, None)  # a rewrite re-indexes from the start
+    seen.append(index.generation)
+    index.sync(rewritten, FAMILIES[0])  # so does another tokenizer family
+    seen.append(index.generation)
+    index.reset()
+    seen.append(index.generation)
+    assert len(set(seen)) == len(seen), f"a generation came back: {seen}"
+    assert index.facts == []
