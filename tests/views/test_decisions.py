@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.views._decisions import Decisions
+from amplifier_module_context_simple.views._decisions import Decisions, NoticeFigures
+from amplifier_module_context_simple.views._notice import notice_message
 
 _removed = st.frozensets(st.integers(0, 60), max_size=40)
 _windows = st.lists(st.tuples(st.integers(0, 70), st.integers(0, 70)), min_size=1, max_size=8)
@@ -42,3 +43,38 @@ def test_without_shows_the_positions_whole_and_keeps_the_rest() -> None:
         escalations=3,
         relaxed=frozenset(),
     )
+
+
+@given(st.integers(0, 12), st.frozensets(st.integers(0, 12)), st.frozensets(st.integers(0, 12)))
+def test_before_keeps_only_what_was_decided_about_earlier_positions(
+    position: int, removed: frozenset[int], shortened: frozenset[int]
+) -> None:
+    decisions = Decisions(
+        removed=removed,
+        truncated=MappingProxyType({p: 10 * p for p in shortened}),
+        stubbed=MappingProxyType({p: 7 * p for p in shortened - removed}),
+        level=3,
+        escalations=2,
+        relaxed=removed | shortened,
+    )
+    kept = decisions.before(position)
+    assert kept.removed == {p for p in removed if p < position}
+    assert dict(kept.truncated) == {p: 10 * p for p in shortened if p < position}
+    assert dict(kept.stubbed) == {p: 7 * p for p in shortened - removed if p < position}
+    assert kept.relaxed == {p for p in removed | shortened if p < position}
+    assert (kept.level, kept.escalations) == (3, 2)
+
+
+_share = st.floats(0, 1)
+
+
+@given(st.integers(0, 200_000), st.tuples(_share, _share, _share), st.booleans())
+@example(size=123_456, shares=(1.0, 1.0, 1.0), relaxed=True)
+def test_the_largest_figures_make_the_longest_notice_a_history_can_get(
+    size: int, shares: tuple[float, float, float], relaxed: bool
+) -> None:
+    removed, truncated, stubbed = (int(size * share) for share in shares)
+    figures = NoticeFigures(size, removed, truncated, stubbed, relaxed=relaxed)
+    for verbosity in ("minimal", "normal", "verbose"):
+        longest = notice_message(NoticeFigures.largest(size), verbosity)["content"]
+        assert len(notice_message(figures, verbosity)["content"]) <= len(longest)
