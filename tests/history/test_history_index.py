@@ -8,9 +8,10 @@ tokenizer family each give one never seen before.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from amplifier_module_context_simple import estimate_message_tokens
+from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.sizing._estimate import FAMILIES
 
@@ -51,3 +52,37 @@ def test_the_generation_never_comes_back_to_a_value_it_had() -> None:
     seen.append(index.generation)
     assert len(set(seen)) == len(seen), f"a generation came back: {seen}"
     assert index.facts == []
+
+
+async def test_a_message_replaced_in_place_as_the_history_grows_is_sent_as_it_now_is() -> None:
+    manager = SimpleContextManager()
+    for text in ("first question", "first answer", "second question"):
+        role = "assistant" if "answer" in text else "user"
+        await manager.add_message({"role": role, "content": text})
+    await manager.get_messages_for_request()
+    manager.messages[1] = {"role": "assistant", "content": "a corrected answer"}
+    manager.messages.append({"role": "assistant", "content": "second answer"})
+    manager.messages.append({"role": "user", "content": "third question"})
+    view = await manager.get_messages_for_request()
+    assert [m["content"] for m in view] == [
+        "first question",
+        "a corrected answer",
+        "second question",
+        "second answer",
+        "third question",
+    ]
+
+
+async def test_an_equal_copy_of_a_repaired_message_is_still_sent_repaired() -> None:
+    manager = SimpleContextManager()
+    await manager.add_message({"role": "user", "content": "Go."})
+    manager.messages.append({"role": "assistant", "content": ["Reading.", 7]})
+    repaired = [{"type": "text", "text": "Reading."}, {"type": "text", "text": "7"}]
+    assert (await manager.get_messages_for_request())[1]["content"] == repaired
+    manager.messages[1] = copy.deepcopy(manager.messages[1])
+    assert (await manager.get_messages_for_request())[1]["content"] == repaired
+    manager.messages = copy.deepcopy(manager.messages)
+    assert (await manager.get_messages_for_request())[1]["content"] == repaired
+    # A late answer makes every view be rendered afresh from what the index holds.
+    manager.messages += [_call("c1"), {"role": "user", "content": "still there?"}, _result("c1")]
+    assert (await manager.get_messages_for_request())[1]["content"] == repaired

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.views._decisions import Decisions, NoticeFigures
+from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
 from amplifier_module_context_simple.views._notice import notice_message
 
 _removed = st.frozensets(st.integers(0, 60), max_size=40)
@@ -78,3 +79,18 @@ def test_the_largest_figures_make_the_longest_notice_a_history_can_get(
     for verbosity in ("minimal", "normal", "verbose"):
         longest = notice_message(NoticeFigures.largest(size), verbosity)["content"]
         assert len(notice_message(figures, verbosity)["content"]) <= len(longest)
+
+
+def test_a_map_is_read_only_once_made_and_made_only_once() -> None:
+    figures = NoticeFigures(10, 3, 0, 0, relaxed=False)
+    left_out = LeftOutMap(Decisions(removed=frozenset({1, 2, 3})), figures, (), bound=50, length=10)
+    assert not left_out.made
+    with pytest.raises(RuntimeError) as before:
+        _ = left_out.lines
+    assert str(before.value) == "the map of what was left out is read before it was made"
+    assert left_out.recipe()[1] is figures
+    left_out.keep(("Left out:", "- a.py"))
+    assert left_out.made and left_out.lines == ("Left out:", "- a.py")
+    with pytest.raises(RuntimeError) as again:
+        left_out.recipe()
+    assert str(again.value) == "the map of what was left out was made already"
