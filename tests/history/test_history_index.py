@@ -43,6 +43,9 @@ def test_the_generation_never_comes_back_to_a_value_it_had() -> None:
     index.sync(history, None)
     assert index.generation != seen[-1], "a late answer changes what the views show"
     seen.append(index.generation)
+    history += [_call("c2"), {"role": "user", "content": "and now?"}, _result("c2")]
+    index.sync(history, None)  # and so does every later one
+    seen.append(index.generation)
     rewritten = [{"role": "user", "content": "start over"}, *history[1:]]
     index.sync(rewritten, None)  # a rewrite re-indexes from the start
     seen.append(index.generation)

@@ -455,3 +455,20 @@ async def test_the_notice_counts_the_history_it_compacted_until_the_next_escalat
         assert first == length
         assert first - left_out == shown
         previous = (first, left_out)
+
+
+async def test_the_compaction_event_lists_the_hook_note_it_reduced_to_a_stub() -> None:
+    recorder = Recorder()
+    manager = SimpleContextManager(max_tokens=20_000, hooks=recorder, protected_recent=1.0)
+    for message in (
+        {"role": "user", "content": "Tidy the build."},
+        {"role": "assistant", "content": "Tidied. " * 200},
+        {"role": "user", "content": "Now the docs."},
+        {"role": "user", "content": "lint output " * 300, "metadata": {"source": "hook"}},
+        {"role": "assistant", "content": "On it."},
+    ):
+        await manager.add_message(message)
+    await manager.get_messages_for_request(1_500)
+    [payload] = recorder.named("context:compaction")
+    assert dict(manager.decisions.stubbed) == {3: len("lint output " * 300)}
+    assert (payload["stubbed_positions"], payload["user_messages_stubbed"]) == ([3], 1)
