@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 
 from .conftest import Recorder
 
@@ -108,6 +108,27 @@ async def test_level_never_drops_while_earlier_reductions_stay() -> None:
             assert any(m.get("metadata", {}).get("source") == "context-compaction" for m in view)
     assert max(levels) >= 4
     assert levels == sorted(levels)
+
+
+async def test_the_above_target_warning_gives_the_view_s_size_without_its_notice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The last prompt alone is larger than the target: whatever is left out, the view stays
+    # above it, and the warning gives what the view holds besides the notice.
+    manager = SimpleContextManager(max_tokens=6_000)
+    await manager.add_message({"role": "user", "content": "Read the logs."})
+    for i in range(12):
+        await manager.add_message(call(i))
+        await manager.add_message({"role": "tool", "tool_call_id": f"c{i}", "content": BIG[:1800]})
+    await manager.add_message({"role": "user", "content": "and now this " * 900})
+    with caplog.at_level(logging.WARNING):
+        view = await manager.get_messages_for_request()
+    notices = [m for m in view if m.get("metadata", {}).get("source") == "context-compaction"]
+    assert len(notices) == 1
+    body = sum(estimate_message_tokens(m) for m in view if m not in notices)
+    [above] = [r.getMessage() for r in caplog.records if "stays above" in r.getMessage()]
+    assert f"the view (~{body} tokens) stays above the compaction target" in above
+    assert "protected content" in above
 
 
 async def test_no_above_target_warning_after_a_hard_fit_that_met_its_target(

@@ -136,8 +136,11 @@ async def test_a_reading_below_the_estimate_compacts_later_than_the_estimator() 
     assert twin.compaction_level > 0
 
 
-async def test_a_reading_far_above_the_estimate_escalates_and_names_the_overhead() -> None:
+async def test_a_reading_far_above_the_estimate_escalates_and_names_the_overhead(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """95,000 measured on a 100,000-token budget while the history estimates ~2,000."""
+    caplog.set_level(logging.WARNING, logger="amplifier_module_context_simple")
     session = await Session.start(max_tokens=100_800)
     manager = session.manager
     await manager.add_message({"role": "user", "content": "Collect the build logs."})
@@ -159,6 +162,9 @@ async def test_a_reading_far_above_the_estimate_escalates_and_names_the_overhead
     assert len(session.named("context:pre_compact")) == 1
     assert len(session.named("context:post_compact")) == 1
     assert tokens(view) < grown
+    # No compaction gets the request under its target: the overhead is named as the reason.
+    [above] = [r.getMessage() for r in caplog.records if "stays above" in r.getMessage()]
+    assert "tokens of each request are outside this context (tool definitions" in above
 
 
 async def test_nothing_to_change_warns_once_per_overhead_move_and_emits_nothing(
