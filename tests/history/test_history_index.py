@@ -89,3 +89,20 @@ async def test_an_equal_copy_of_a_repaired_message_is_still_sent_repaired() -> N
     # A late answer makes every view be rendered afresh from what the index holds.
     manager.messages += [_call("c1"), {"role": "user", "content": "still there?"}, _result("c1")]
     assert (await manager.get_messages_for_request())[1]["content"] == repaired
+
+
+def test_a_late_result_after_an_answer_does_not_open_the_active_turn() -> None:
+    # The provider merges a tool result into a user turn that carries it: such a turn is no
+    # prompt, so the active turn still opens at the last prompt typed.
+    index = HistoryIndex(estimate_message_tokens, json_cap=4096)
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "list the files"},
+        _call("c1"),
+        {"role": "user", "content": "never mind"},
+        {"role": "assistant", "content": "Stopped."},
+        _result("c1"),
+        {"role": "assistant", "content": "It finished after all: a.txt."},
+    ]
+    index.sync(history, None)
+    active = index.turns.active()
+    assert (active.anchor, active.follows, active.opener) == ((0,), None, 1)
