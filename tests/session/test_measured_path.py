@@ -548,6 +548,35 @@ async def test_a_not_needed_commit_after_another_request_escalated_is_refused() 
     assert await result["transaction"].commit() is False
 
 
+async def test_a_request_that_escalates_while_pre_compact_is_delivered_makes_the_commit_fail() -> (
+    None
+):
+    manager, coordinator = await mounted()
+    result = await call(manager, Ref(manager))
+    transaction = result["transaction"]
+    compactions: list[dict[str, Any]] = []
+
+    requested: list[bool] = []
+
+    async def on_pre(event: str, data: dict[str, Any]) -> HookResult:
+        if not requested:  # the ordinary request's own pre_compact comes here too
+            requested.append(True)
+            await manager.get_messages_for_request(token_budget=4_000)
+        return HookResult(action="continue")
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        compactions.append(data)
+        return HookResult(action="continue")
+
+    coordinator.hooks.register("context:pre_compact", on_pre, name="meanwhile")
+    coordinator.hooks.register("context:compaction", on_compaction, name="seen")
+    assert await transaction.commit() is False
+    ordinary = manager.compaction_stats
+    assert len(compactions) == 1 and ordinary is not None
+    assert compactions[0]["budget"] == ordinary["budget"], "only the ordinary request's event"
+    assert await transaction.commit() is False, "the answer is final"
+
+
 async def test_a_commit_reentered_from_a_hook_during_delivery_is_not_dispatchable() -> None:
     manager, coordinator = await mounted()
     result = await call(manager, Ref(manager))
