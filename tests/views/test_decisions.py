@@ -3,13 +3,21 @@ optimisation only), and what ``without`` keeps of the decisions it shows through
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple.views._decisions import Decisions, LeftOutMap, NoticeFigures
+from amplifier_module_context_simple.views._decisions import (
+    CompactionStats,
+    Decisions,
+    EarlierNotice,
+    LeftOutMap,
+    NoticeFigures,
+)
 from amplifier_module_context_simple.views._notice import notice_message
 
 _removed = st.frozensets(st.integers(0, 60), max_size=40)
@@ -94,3 +102,37 @@ def test_a_map_is_read_only_once_made_and_made_only_once() -> None:
     with pytest.raises(RuntimeError) as again:
         left_out.recipe()
     assert str(again.value) == "the map of what was left out was made already"
+
+
+STANDING = EarlierNotice(2, NoticeFigures(8, 3, 0, 0, relaxed=False), None, tokens=40)
+
+
+def _stats(**placed: Any) -> CompactionStats:
+    return CompactionStats(
+        before_tokens=900, after_tokens=400, before_messages=12, after_messages=6,
+        messages_removed=6, messages_truncated=0, user_messages_stubbed=0,
+        system_messages_preserved=0, strategy_level=3, budget=1_000, target_tokens=500,
+        protected_recent=0.3, protected_tool_results=5, **placed,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "placed",
+    [
+        {"notice_at": 4},
+        {"earlier_notices": (STANDING,)},
+        {"notice_at": 4, "earlier_notices": (STANDING,)},
+    ],
+)
+def test_over_a_rewritten_history_no_notice_keeps_the_place_it_was_given(
+    placed: dict[str, Any],
+) -> None:
+    stats = _stats(**placed)
+    rewritten = stats.rewritten()
+    assert (rewritten.notice_at, rewritten.earlier_notices) == (None, ())
+    assert replace(rewritten, **placed) == stats, "only where the notices stand is forgotten"
+
+
+def test_figures_with_no_notice_placed_are_the_same_over_a_rewritten_history() -> None:
+    stats = _stats()
+    assert stats.rewritten() is stats
