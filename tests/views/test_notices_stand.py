@@ -18,8 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import SimpleContextManager, check_view
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+)
 
+from ..conftest import Recorder
 from ..notice_moves import is_notice, read_transcript, replay
 from ..test_provider_views import PROPERTY_SETTINGS
 from .test_notice_still import CODING_SESSION, _Draw, coding_session
@@ -152,3 +157,44 @@ async def test_a_standing_notice_is_the_one_an_earlier_view_showed_map_and_all()
             shown.update(notices)
         await manager.add_message(message)
     assert standing > 0
+
+
+async def _events_against_views(messages: list[Msg], budget: int) -> list[tuple[Msg, list[Msg]]]:
+    """Each escalation's ``context:compaction`` payload with the view that went out with it."""
+    recorder = Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    found: list[tuple[Msg, list[Msg]]] = []
+    for position, message in enumerate(messages):
+        if position > 0 and message["role"] == "assistant":
+            heard = len(recorder.named("context:compaction"))
+            view = await manager.get_messages_for_request(token_budget=budget)
+            found += [(event, view) for event in recorder.named("context:compaction")[heard:]]
+        await manager.add_message(message)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "budget"),
+    [("batches", 2_000), ("coding", 3_000), ("coding", 4_000), ("coding", 5_000)],
+)
+async def test_every_compaction_event_gives_the_figures_of_the_view_that_went_out(
+    source: str, budget: int
+) -> None:
+    # Batches of reads at 2,000 tokens: notices stand, and some escalations add none. The
+    # coding session at 3,000 to 5,000: at some requests the standing notices have no room
+    # left, and the newest of them merge into the new one.
+    if source == "coding" and not CODING_SESSION.is_file():
+        pytest.skip("../shared/sessions is not available")
+    messages = (
+        batches(rounds=30, lines=80) if source == "batches" else read_transcript(CODING_SESSION)
+    )
+    logging.disable(logging.WARNING)
+    try:
+        found = await _events_against_views(messages, budget)
+    finally:
+        logging.disable(logging.NOTSET)
+    assert len(found) > 5
+    for event, view in found:
+        assert event["after_messages"] == len(view)
+        assert event["after_tokens"] == sum(map(estimate_message_tokens, view))
+    assert any(sum(map(is_notice, view)) > 1 for _, view in found), "notices stood"
