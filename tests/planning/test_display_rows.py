@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.vocabulary._public import REFERENCE_ONLY_KEY, answers_a_request
 
+from ..notice_moves import is_notice
 from ..replay.cli_runs import run_json
 from ..replay.test_session_dir import (
     SYSTEM,
@@ -27,6 +28,7 @@ from ..replay.test_session_dir import (
     session_config,
     write_lines,
 )
+from ..test_protocols import without_timestamps
 from ..test_provider_views import PROPERTY_SETTINGS, Session, sessions
 from .test_when_to_compact import assert_every_resume_sends_the_running_view
 
@@ -158,3 +160,46 @@ def test_a_session_pairs_its_recorded_requests_with_the_views_that_answered_them
     view = inspected["view"]
     assert view[0]["content"] == SYSTEM + "1"
     assert view[-1]["role"] == "tool" and view[-1]["tool_call_id"] == "call_0"
+
+
+def _turns_closed_by_display_rows(with_rows: bool) -> list[Msg]:
+    """Turns of a prompt, reads and a closing answer, each answer followed by the display row
+    of what the user was shown (``with_rows``)."""
+    history: list[Msg] = []
+    for turn in range(8):
+        history.append({"role": "user", "content": f"Check module {turn}."})
+        for read in range(1 + turn % 3):
+            call_id = f"r{turn}_{read}"
+            history += [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": call_id, "tool": "read_file", "arguments": {"n": read}}],
+                },
+                {"role": "tool", "tool_call_id": call_id, "content": f"line {turn}\n" * 120},
+            ]
+        history.append({"role": "assistant", "content": f"Module {turn} is fine. " * 30})
+        if with_rows:
+            history.append(display("assistant", f"Shown: module {turn} checked"))
+    return history
+
+
+async def _views(history: list[Msg], budget: int) -> list[str]:
+    manager = SimpleContextManager()
+    views: list[str] = []
+    for position, message in enumerate(history):
+        if answers_a_request(message) and position > 0:
+            view = await manager.get_messages_for_request(token_budget=budget)
+            # A notice counts the history's messages, display rows included: its place stays.
+            shown = ["notice" if is_notice(m) else m for m in without_timestamps(view)]
+            views.append(json.dumps(shown))
+        await manager.add_message(copy.deepcopy(message))
+    return views
+
+
+async def test_display_rows_after_closing_answers_change_no_view() -> None:
+    # A turn's expected growth leaves out its closing answers (no request of the turn sends
+    # them), and the display rows among them: the turn-start rule decides the same with them.
+    for budget in range(3_000, 9_001, 500):
+        plain = await _views(_turns_closed_by_display_rows(False), budget)
+        assert await _views(_turns_closed_by_display_rows(True), budget) == plain, budget

@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 import logging
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
     mount,
 )
-from amplifier_module_context_simple.planning._timing import moment_of
+from amplifier_module_context_simple.planning._timing import FIRST_TURN_GROWTH_SHARE, moment_of
 from amplifier_module_context_simple.vocabulary._public import answers_a_request
 
 from ..conftest import CORPUS_DIR
@@ -248,6 +249,70 @@ async def test_a_prompt_merged_into_a_tool_round_does_not_start_a_turn(
     moment = moment_of(manager.planner.index, BUDGET)
     assert moment.turn_start is starts
     assert (moment.turn_growth > 0) is starts
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        [],
+        [{"role": "user", "content": "<system-reminder>lint: clean</system-reminder>",
+          "metadata": {"source": "hook"}}],
+        [{"role": "system", "content": "Answer briefly."}],
+    ],
+    ids=["alone", "then a hook note", "then a system message"],
+)  # fmt: skip
+@pytest.mark.parametrize("greeted", [True, False])
+async def test_a_prompt_starts_a_turn_whatever_reminders_follow_it(
+    after: list[dict[str, Any]], greeted: bool
+) -> None:
+    """The last prompt starts a turn even right after a greeting, and with a hook's note or a
+    system message after it: neither is a message the model answers."""
+    manager = SimpleContextManager()
+    if greeted:
+        await manager.add_message({"role": "assistant", "content": "Hello, what shall we do?"})
+    else:
+        await manager.add_message({"role": "user", "content": "Build everything."})
+        await manager.add_message({"role": "assistant", "content": "Built."})
+    await manager.add_message({"role": "user", "content": "Also run the linter."})
+    for message in after:
+        await manager.add_message(message)
+    await manager.get_messages_for_request(token_budget=BUDGET)
+    moment = moment_of(manager.planner.index, BUDGET)
+    assert moment.turn_start is True
+    assert moment.turn_cycle > 0
+
+
+def _turn(prompt: str, reads: int) -> list[dict[str, Any]]:
+    """A finished turn: its prompt, ``reads`` tool rounds of one read each, its answer."""
+    turn: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    for k in range(reads):
+        call_id = f"{prompt[:8]}-{k}"
+        turn.append(
+            {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "tool": "read"}]}
+        )
+        turn.append({"role": "tool", "tool_call_id": call_id, "content": OUTPUT * 20})
+    return [*turn, {"role": "assistant", "content": "Done."}]
+
+
+@pytest.mark.parametrize(
+    ("reads", "expected"),
+    [((8, 1, 1, 1), 1), ((1, 1, 8, 1), 8), ((1, 1, 1, 8), 8), ((), None)],
+)
+async def test_a_turn_is_expected_to_grow_as_the_largest_of_the_last_three(
+    reads: tuple[int, ...], expected: int | None
+) -> None:
+    manager = SimpleContextManager()
+    for n, count in enumerate(reads):
+        for message in _turn(f"Task number {n}.", count):
+            await manager.add_message(message)
+    await manager.add_message({"role": "user", "content": "The next task."})
+    await manager.get_messages_for_request(token_budget=BUDGET)
+    growth = moment_of(manager.planner.index, BUDGET).turn_growth
+    if expected is None:  # no turn has finished: a share of the budget is assumed
+        assert growth == math.ceil(FIRST_TURN_GROWTH_SHARE * BUDGET)
+    else:
+        one_read = sum(map(estimate_message_tokens, _turn("Task number 0.", 1)[1:3]))
+        assert growth == expected * one_read
 
 
 async def test_a_manager_fed_one_message_at_a_time_escalates_in_the_open() -> None:
