@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.vocabulary._public import REFERENCE_ONLY_KEY, answers_a_request
 
+from ..conftest import Recorder
 from ..notice_moves import is_notice
 from ..replay.cli_runs import run_json
 from ..replay.test_session_dir import (
@@ -162,9 +163,9 @@ def test_a_session_pairs_its_recorded_requests_with_the_views_that_answered_them
     assert view[-1]["role"] == "tool" and view[-1]["tool_call_id"] == "call_0"
 
 
-def _turns_closed_by_display_rows(with_rows: bool) -> list[Msg]:
+def _turns_closed_by_display_rows(with_rows: bool, everywhere: bool = False) -> list[Msg]:
     """Turns of a prompt, reads and a closing answer, each answer followed by the display row
-    of what the user was shown (``with_rows``)."""
+    of what the user was shown (``with_rows``); ``everywhere``: one after every message."""
     history: list[Msg] = []
     for turn in range(8):
         history.append({"role": "user", "content": f"Check module {turn}."})
@@ -181,11 +182,19 @@ def _turns_closed_by_display_rows(with_rows: bool) -> list[Msg]:
         history.append({"role": "assistant", "content": f"Module {turn} is fine. " * 30})
         if with_rows:
             history.append(display("assistant", f"Shown: module {turn} checked"))
-    return history
+    if not everywhere:
+        return history
+    spread: list[Msg] = []
+    for k, message in enumerate(history):
+        spread += [message, display(ROLES[k % len(ROLES)], f"Shown: step {k}")]
+    return spread
 
 
 async def _views(history: list[Msg], budget: int) -> list[str]:
-    manager = SimpleContextManager()
+    """The view at each request, then the figures of each escalation that do not name a
+    position (display rows move positions, not sizes)."""
+    recorder = Recorder()
+    manager = SimpleContextManager(hooks=recorder)
     views: list[str] = []
     for position, message in enumerate(history):
         if answers_a_request(message) and position > 0:
@@ -194,7 +203,12 @@ async def _views(history: list[Msg], budget: int) -> list[str]:
             shown = ["notice" if is_notice(m) else m for m in without_timestamps(view)]
             views.append(json.dumps(shown))
         await manager.add_message(copy.deepcopy(message))
-    return views
+    sizes = (
+        *("before_tokens", "after_tokens", "messages_removed", "messages_truncated"),
+        *("user_messages_stubbed", "reason", "at_turn_start", "thinking_blocks_after_edit"),
+    )
+    events = recorder.named("context:compaction")
+    return views + [json.dumps([event[key] for key in sizes]) for event in events]
 
 
 async def test_display_rows_after_closing_answers_change_no_view() -> None:
@@ -203,3 +217,10 @@ async def test_display_rows_after_closing_answers_change_no_view() -> None:
     for budget in range(3_000, 9_001, 500):
         plain = await _views(_turns_closed_by_display_rows(False), budget)
         assert await _views(_turns_closed_by_display_rows(True), budget) == plain, budget
+
+
+async def test_display_rows_between_every_two_messages_change_no_view_and_no_figure() -> None:
+    for budget in (3_000, 5_000, 11_500):
+        plain = await _views(_turns_closed_by_display_rows(False), budget)
+        spread = _turns_closed_by_display_rows(False, everywhere=True)
+        assert await _views(spread, budget) == plain, budget

@@ -28,7 +28,7 @@ from amplifier_module_context_simple import (
     mount,
 )
 from amplifier_module_context_simple.planning._timing import FIRST_TURN_GROWTH_SHARE, moment_of
-from amplifier_module_context_simple.vocabulary._public import answers_a_request
+from amplifier_module_context_simple.vocabulary._public import REFERENCE_ONLY_KEY, answers_a_request
 
 from ..conftest import CORPUS_DIR
 from ..provider_rules import provider_violations
@@ -296,7 +296,7 @@ def _turn(prompt: str, reads: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("reads", "expected"),
-    [((8, 1, 1, 1), 1), ((1, 1, 8, 1), 8), ((1, 1, 1, 8), 8), ((), None)],
+    [((8, 1, 1, 1), 1), ((1, 1, 8, 1), 8), ((1, 1, 1, 8), 8), ((0, 0, 0), 0), ((), None)],
 )
 async def test_a_turn_is_expected_to_grow_as_the_largest_of_the_last_three(
     reads: tuple[int, ...], expected: int | None
@@ -313,6 +313,29 @@ async def test_a_turn_is_expected_to_grow_as_the_largest_of_the_last_three(
     else:
         one_read = sum(map(estimate_message_tokens, _turn("Task number 0.", 1)[1:3]))
         assert growth == expected * one_read
+
+
+async def _growth_after(turns: list[dict[str, Any]]) -> int:
+    manager = SimpleContextManager()
+    for message in [*turns, {"role": "user", "content": "The next task."}]:
+        await manager.add_message(message)
+    await manager.get_messages_for_request(token_budget=BUDGET)
+    return moment_of(manager.planner.index, BUDGET).turn_growth
+
+
+async def test_display_rows_add_nothing_to_a_turn_s_growth() -> None:
+    plain = _turn("Task number 0.", 3)
+    shown = {"role": "assistant", "content": "Reading ...", "metadata": {REFERENCE_ONLY_KEY: True}}
+    spread = [m for message in plain for m in (message, shown)]
+    assert await _growth_after(spread) == await _growth_after(plain) > 0
+
+
+async def test_an_unanswered_call_before_the_answer_grows_the_turn_the_answer_does_not() -> None:
+    turn = _turn("Task number 0.", 1)
+    unanswered = {"role": "assistant", "content": "", "tool_calls": [{"id": "lost", "tool": "ls"}]}
+    interrupted = [*turn[:-1], unanswered, turn[-1]]
+    grown = await _growth_after(interrupted) - await _growth_after(turn)
+    assert grown == estimate_message_tokens(unanswered)
 
 
 async def test_a_manager_fed_one_message_at_a_time_escalates_in_the_open() -> None:

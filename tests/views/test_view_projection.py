@@ -238,7 +238,7 @@ async def test_a_block_whose_model_dump_raises_is_a_value_error_naming_the_messa
     with pytest.raises(ValueError, match=r"message #1 .*model_dump\(\).*boom"):
         await manager.add_message({"role": "user", "content": [Broken()]})
     manager.messages.append({"role": "user", "content": [Broken()]})
-    with pytest.raises(ValueError, match=r"message #1 .*boom"):
+    with pytest.raises(ValueError, match=r"message #1 \(role='user'\): .*boom"):
         await manager.get_messages_for_request()
 
 
