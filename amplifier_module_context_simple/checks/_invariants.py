@@ -31,7 +31,8 @@ from ..history._ids import IdAssigner
 from ..history._project import project
 from ..history._turn_rule import TurnReader, part_of
 from ..views._render import factory_replaces, is_factory_message
-from ..vocabulary._messages import SIGNED_THINKING_TYPES, ToolPairing, blocks, is_human_prompt
+from ..vocabulary._messages import SIGNED_THINKING_TYPES, blocks, is_human_prompt
+from ..vocabulary._pairing import ToolPairing
 from ..vocabulary._public import is_reference_only
 from ._view_scan import Shape, ViewScan, makes_calls, shape_of
 

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..vocabulary._messages import (
-    ToolPairing,
     carries_loaded_tools,
     describe,
     has_image,
     has_thinking,
     is_human_prompt,
+    validate_envelope,
 )
+from ..vocabulary._pairing import ToolPairing
 from ..vocabulary._public import is_reference_only
 from ._ids import IdAssigner
 from ._plain import read_plain
@@ -250,6 +251,7 @@ class HistoryIndex:
         )  # fmt: skip
 
     def _facts_for(self, message: Mapping[str, Any], position: int) -> Facts:
+        validate_envelope(message, position)
         if is_reference_only(message):
             # Never sent: no ids are given out for it (the view's ids are those of what is
             # sent), and it counts for nothing a rule reads (see ``_protection.is_reminder``).

@@ -1,4 +1,4 @@
-"""The message vocabulary: what a message is, who wrote it, and how tool calls pair up.
+"""The message vocabulary: what a message is, who wrote it, and which ids it calls and answers.
 
 Messages arrive in several shapes and every part of the module has to agree on them:
 
@@ -16,7 +16,7 @@ Content blocks may be plain dicts or the host's typed block objects (anything wi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
 # Exports the message vocabulary: roles, block types, view-marker keys, and the readers.
@@ -41,7 +41,6 @@ __all__ = [
     "THINKING_BLOCK_TYPES",
     "TRUNCATED_KEY",
     "Message",
-    "ToolPairing",
     "block_dict",
     "blocks",
     "call_ids",
@@ -53,11 +52,11 @@ __all__ = [
     "is_mapping",
     "is_tool_result",
     "metadata",
-    "pair_messages",
     "produced",
     "read_block",
     "result_ids",
     "thinking_blocks",
+    "validate_envelope",
     "validate_message",
 ]
 
@@ -115,13 +114,7 @@ def validate_message(message: object, index: int | None = None) -> None:
     """
     # The label is only spelled out for an error (a resume validates every message).
     label = _Label(message, index)
-    if not is_mapping(message):
-        raise TypeError(f"{label}: a message must be a dict, got {type(message).__name__}")
-    role = message.get("role")
-    if role is None:
-        raise ValueError(f"{label}: the 'role' key is missing")
-    if not isinstance(role, str) or role not in ROLES:
-        raise ValueError(f"{label}: 'role' must be one of {', '.join(sorted(ROLES))}")
+    message = _checked_envelope(message, label)
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise ValueError(
@@ -156,6 +149,25 @@ def validate_message(message: object, index: int | None = None) -> None:
         value = message.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{label}: {key!r} must be a string, got {type(value).__name__}")
+
+
+def validate_envelope(message: object, index: int | None = None) -> None:
+    """Reject what no provider takes as a message whatever its content: not a mapping, or a
+    role missing or unknown. A message that reached the history without admission (written
+    straight into a manager's list) is checked so before it is indexed: its content the view
+    repairs, but a message with no role it could only send as it is, and have refused."""
+    _checked_envelope(message, _Label(message, index))
+
+
+def _checked_envelope(message: object, label: _Label) -> Mapping[str, Any]:
+    if not is_mapping(message):
+        raise TypeError(f"{label}: a message must be a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role is None:
+        raise ValueError(f"{label}: the 'role' key is missing")
+    if not isinstance(role, str) or role not in ROLES:
+        raise ValueError(f"{label}: 'role' must be one of {', '.join(sorted(ROLES))}")
+    return message
 
 
 class _Label:
@@ -313,85 +325,3 @@ def has_image(message: Mapping[str, Any]) -> bool:
 
 def carries_loaded_tools(message: Mapping[str, Any]) -> bool:
     return LOADED_TOOLS_KEY in metadata(message)
-
-
-class ToolPairing:
-    """Which result answers which call, maintained one message at a time.
-
-    A result belongs to the most recent earlier assistant message that declared its id and is
-    still waiting for it; anything else is an orphan. Parallel calls answered by separate
-    messages, results interleaved between two assistants, and results carried as blocks all
-    land with the right call. Feeding messages in order is a single forward pass, so the
-    history index keeps one of these up to date at the cost of the new messages only.
-    """
-
-    def __init__(self) -> None:
-        self.results_of: dict[int, list[int]] = {}
-        """Call position -> positions of the results that answer it, in order."""
-        self.owner_of: dict[int, int] = {}
-        """Result position -> call position."""
-        self.orphans: set[int] = set()
-        """Results whose call is unknown (or that answer an id already answered)."""
-        self.pending_calls: set[int] = set()
-        """Call positions with at least one result still missing."""
-        self.answers: dict[int, tuple[str, ...]] = {}
-        """Result position -> the ids it actually answered for its call (the rest are stray)."""
-        self.late_answers = 0
-        """Results that answered a call after other turns had already followed it."""
-        self._waiting: dict[str, int] = {}
-        self._unanswered: dict[int, set[str]] = {}
-        self._size = 0
-        self._last_turn = -1  # the latest position that is not a tool result
-
-    def add(self, declared: tuple[str, ...], answered: tuple[str, ...]) -> None:
-        """Account for the next message, given the ids it declares and the ids it answers."""
-        index = self._size
-        self._size += 1
-        if answered:
-            owner, consumed = self._take(answered)
-            if owner is None:
-                self.orphans.add(index)
-            else:
-                missing = self._unanswered[owner]
-                missing.difference_update(consumed)
-                if not missing:
-                    self.pending_calls.discard(owner)
-                self.owner_of[index] = owner
-                self.results_of[owner].append(index)
-                self.answers[index] = consumed
-                if owner < self._last_turn:
-                    self.late_answers += 1
-        else:
-            self._last_turn = index
-        if declared:
-            self.results_of[index] = []
-            self._unanswered[index] = set(declared)
-            self.pending_calls.add(index)
-            for call_id in declared:
-                # A reused id leaves the earlier call unanswered: results go to the newest.
-                self._waiting[call_id] = index
-
-    def _take(self, answered: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
-        """The call a result answers and the ids it answers of it, no longer waiting. One
-        message answers one call: ids it also carries for another call are stray (the view
-        drops them), so that other call still counts as unanswered."""
-        waiting = self._waiting
-        if len(answered) == 1:  # a tool message: one lookup
-            return waiting.pop(answered[0], None), answered
-        owner = next((waiting[i] for i in answered if i in waiting), None)
-        consumed = tuple(i for i in answered if owner is not None and waiting.get(i) == owner)
-        for call_id in consumed:
-            del waiting[call_id]
-        return owner, consumed
-
-    def missing(self, call_index: int) -> set[str]:
-        """Declared ids of the call at ``call_index`` that no result has answered yet."""
-        return self._unanswered.get(call_index, set())
-
-
-def pair_messages(messages: Sequence[Mapping[str, Any]]) -> ToolPairing:
-    """Pair a whole list of messages at once."""
-    pairing = ToolPairing()
-    for message in messages:
-        pairing.add(call_ids(message), result_ids(message))
-    return pairing

@@ -45,8 +45,13 @@ def is_reference_only(message: Mapping[str, Any]) -> bool:
 def answers_a_request(message: Mapping[str, Any]) -> bool:
     """Whether a request was made right before this history message: it is what a model
     answered (an assistant message), not a row the user was shown in its place. The resume
-    walk and the replay find their request points with this, as an orchestrator makes them."""
-    return message.get("role") == "assistant" and not is_reference_only(message)
+    walk and the replay find their request points with this, as an orchestrator makes them.
+    Anything but a mapping answers nothing (indexing it names it: ``validate_envelope``)."""
+    return (
+        isinstance(message, Mapping)
+        and message.get("role") == "assistant"
+        and not is_reference_only(message)
+    )
 
 
 def execution_metadata(

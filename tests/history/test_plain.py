@@ -20,7 +20,7 @@ from amplifier_module_context_simple import estimate_message_tokens
 from amplifier_module_context_simple.history._history import Facts, HistoryIndex
 from amplifier_module_context_simple.history._plain import read_plain
 from amplifier_module_context_simple.replay.recordings.example_session import generate_session
-from amplifier_module_context_simple.vocabulary._messages import LOADED_TOOLS_KEY
+from amplifier_module_context_simple.vocabulary._messages import LOADED_TOOLS_KEY, ROLES
 from amplifier_module_context_simple.vocabulary._public import is_reference_only
 from tests.test_adversarial import hostile_sessions
 from tests.views.test_view_projection import mixed_history
@@ -341,7 +341,12 @@ def test_display_only_rows_change_nothing_but_their_own_positions(
 ) -> None:
     """A row kept for display only holds its position and nothing else: the turns, the
     positions the ladder reads and the pairing are those of the history without it."""
-    rows = [m for m in history if isinstance(m, dict) and not is_reference_only(m)]
+    # Only messages a provider can take are indexed: one with an unknown role is refused.
+    rows = [
+        m
+        for m in history
+        if isinstance(m, dict) and m.get("role") in ROLES and not is_reference_only(m)
+    ]
     shown: list[Any] = list(rows)
     for place in sorted(at, reverse=True):
         copy = rows[place % len(rows)] if rows else {"role": "user", "content": "x"}

@@ -243,6 +243,42 @@ async def test_a_block_whose_model_dump_raises_is_a_value_error_naming_the_messa
 
 
 @pytest.mark.parametrize(
+    ("written", "error", "named"),
+    [
+        ({"content": "from a store"}, ValueError, r"message #2 \(role=None\): the 'role' key"),
+        ({"role": "wizard", "content": "x"}, ValueError, r"message #2 \(role='wizard'\): 'role'"),
+        ({"role": 7, "content": "x"}, ValueError, r"message #2 \(role=7\): 'role' must be one"),
+        ("not a dict", TypeError, r"message #2 \(str\): a message must be a dict"),
+    ],
+)
+@pytest.mark.parametrize("resumed", [False, True])
+async def test_a_message_written_straight_in_without_a_known_role_is_named_not_sent(
+    written: Any, error: type[Exception], named: str, resumed: bool
+) -> None:
+    # A provider refuses a message with no role it knows, and the view could only send it
+    # as it is: every request names it instead, and sends again once it is mended.
+    manager = SimpleContextManager()
+    history: list[Any] = [
+        {"role": "user", "content": "Read the notes."},
+        {"role": "assistant", "content": "Read."},
+        written,
+        {"role": "assistant", "content": "Done."},
+    ]
+    if resumed:  # a subclass re-reading its store assigns the list whole
+        manager.messages = history
+    else:
+        await fill(manager, history[:2])
+        manager.messages += history[2:]
+    for _ in range(2):
+        with pytest.raises(error, match=named):
+            await manager.get_messages_for_request()
+    manager.messages[2] = {"role": "user", "content": "x"}
+    view = await manager.get_messages_for_request()
+    assert_ok(view, manager.messages)
+    assert [m["role"] for m in view] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize(
     "message",
     [
         {"role": "user", "content": "x", "metadata": {1: "a"}},

@@ -14,10 +14,10 @@ from amplifier_module_context_simple.vocabulary._messages import (
     call_ids,
     has_thinking,
     is_human_prompt,
-    pair_messages,
     result_ids,
     validate_message,
 )
+from amplifier_module_context_simple.vocabulary._pairing import pair_messages
 
 
 def test_call_ids_in_every_shape() -> None:
