@@ -27,6 +27,7 @@ from amplifier_module_context_simple import (
     estimate_message_tokens,
     mount,
 )
+from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.planning._timing import FIRST_TURN_GROWTH_SHARE, moment_of
 from amplifier_module_context_simple.vocabulary._public import REFERENCE_ONLY_KEY, answers_a_request
 
@@ -695,3 +696,39 @@ async def test_a_round_a_prompt_merged_into_stays_while_its_turn_is_active() -> 
         logging.disable(logging.NOTSET)
     assert [v for v in provider_violations(view) if v.rule == "anthropic-6"] == []
     assert check_view(view, history=manager.messages) == []
+
+
+def _at(role: str, stamp: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": role, "content": f"{role} text"}
+    if stamp is not None:
+        message["metadata"] = {"timestamp": stamp}
+    return message
+
+
+@pytest.mark.parametrize(
+    ("history", "idle"),
+    [
+        ([_at("assistant", "2026-01-01T10:00:00Z"), _at("user", "2026-01-01T10:10:00Z")], 600.0),
+        (  # the latest answer before the last message, however far back
+            [
+                _at("assistant", "2026-01-01T09:00:00Z"),
+                _at("user", "2026-01-01T09:30:00Z"),
+                _at("assistant", "2026-01-01T10:00:00Z"),
+                _at("user", "2026-01-01T10:01:00Z"),
+                _at("user", "2026-01-01T10:02:00Z"),
+            ],
+            120.0,
+        ),
+        ([_at("user", "2026-01-01T10:00:00Z"), _at("assistant", "2026-01-01T10:05:00Z")], None),
+        ([_at("assistant", None), _at("user", "2026-01-01T10:10:00Z")], None),
+        ([_at("assistant", "2026-01-01T10:00:00"), _at("user", "2026-01-01T10:10:00")], None),
+        ([_at("user", "2026-01-01T10:10:00Z")], None),
+    ],
+    ids=["two messages", "three back", "no earlier answer", "no stamp", "no zone", "one message"],
+)
+def test_the_idle_time_is_read_from_the_latest_answer_before_the_last_message(
+    history: list[dict[str, Any]], idle: float | None
+) -> None:
+    index = HistoryIndex(estimate_message_tokens, json_cap=4096)
+    index.sync(history, None)
+    assert moment_of(index, BUDGET).idle_seconds == idle

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import ContextConfig
@@ -316,6 +316,8 @@ _Op = tuple[int, bool]
     st.lists(st.tuples(st.integers(0, 34), st.booleans()), max_size=25),
     st.integers(0, 25),
 )
+# Two of the base's positions retained, then both taken out: each counts once in the size.
+@example(frozenset({1, 2}), frozenset({1, 2}), [(1, True), (2, True)], 0)
 def test_what_a_plan_leaves_out_is_its_base_read_through_the_changes(
     base: frozenset[int], retained: frozenset[int], script: list[_Op], marked_at: int
 ) -> None:
