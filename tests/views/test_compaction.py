@@ -472,3 +472,28 @@ async def test_the_compaction_event_lists_the_hook_note_it_reduced_to_a_stub() -
     [payload] = recorder.named("context:compaction")
     assert dict(manager.decisions.stubbed) == {3: len("lint output " * 300)}
     assert (payload["stubbed_positions"], payload["user_messages_stubbed"]) == ([3], 1)
+
+
+async def test_a_late_result_of_a_call_left_out_long_ago_is_left_out_with_it() -> None:
+    # Most of the history is left out when the build's result finally arrives: its call is
+    # among what was left out, so the result is too (never shown without its call), and
+    # what the view is counted at does not include it.
+    recorder = Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    await manager.add_message({"role": "user", "content": "Build it."})
+    await manager.add_message(call(["early"]))
+    await manager.add_message({"role": "user", "content": "Meanwhile, read the logs."})
+    for k in range(40):
+        await manager.add_message(call([f"c{k}"]))
+        await manager.add_message(result(f"c{k}", BIG[:2400]))
+    await manager.get_messages_for_request(3_000)
+    early = 1
+    assert early in manager.decisions.removed
+    assert len(manager.decisions.removed) > len(manager.messages) / 2
+    await manager.add_message(result("early", "build finished\n" * 200))
+    view = await manager.get_messages_for_request(3_000)
+    assert check_view(view, history=manager.messages) == []
+    assert all(m.get("tool_call_id") != "early" for m in view)
+    assert len(manager.messages) - 1 in manager.decisions.removed
+    for payload in recorder.named("context:compaction"):
+        assert payload["after_tokens"] <= 3_000
