@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
-from amplifier_module_context_simple.views._left_out_map import MAP_HEADING, map_lines_of
+from amplifier_module_context_simple.views._left_out_map import MAP_HEADING, build_map, map_lines_of
+from amplifier_module_context_simple.views._map_reading import LineReader
 from amplifier_module_context_simple.views._render import NOTICE_SOURCE, text_of
 from amplifier_module_context_simple.vocabulary._names import names_in
 
@@ -235,3 +236,30 @@ def test_map_lines_are_read_from_the_first_heading_even_if_a_line_repeats_it() -
     text = "Some of this conversation was left out.\n" + MAP_HEADING + "\n" + "\n".join(lines)
     assert map_lines_of(text + "\n\nAsk again for what you need.") == lines
     assert map_lines_of("no map here") == []
+
+
+async def test_a_map_built_to_a_bound_takes_no_more_and_grows_with_it() -> None:
+    # Measured in characters: each line is counted as its call, then name by name (the
+    # colon that opens a line's names is the one character not counted).
+    manager, _ = await fed(reading_session(), 3_000)
+    index, decisions = manager.planner.index, manager.decisions
+    assert len(decisions.removed) > 5
+    reader = LineReader(index)
+    previous: tuple[str, ...] = ()
+    for bound in (0, 40, 70, 120, 200, 400, 800, 1_600, 100_000):
+        lines = build_map(
+            index, decisions, shown=[], reader=reader, bound=bound, measure=len,
+            length=len(index.facts),
+        )  # fmt: skip
+        assert sum(map(len, lines)) <= bound + len(lines)
+        assert len(" ".join(lines)) >= len(" ".join(previous)), "a larger bound maps no less"
+        previous = lines
+    assert previous[0] == MAP_HEADING and len(previous) > 5
+    # The whole map, to the character, fits a bound of exactly its size, and not one less.
+    exact = sum(map(len, previous)) - sum(": " in line for line in previous[1:])
+    for bound, whole in ((exact, True), (exact - 1, False)):
+        lines = build_map(
+            index, decisions, shown=[], reader=reader, bound=bound, measure=len,
+            length=len(index.facts),
+        )  # fmt: skip
+        assert (lines == previous) is whole
