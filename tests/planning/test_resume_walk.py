@@ -31,6 +31,9 @@ from amplifier_module_context_simple.planning._timing import (
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._render import placeholder
 
+from .test_display_rows import write_and_test_session
+from .test_when_to_compact import resumed_views_that_differ
+
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
 
@@ -364,3 +367,13 @@ async def test_a_resumed_manager_goes_on_as_the_running_one_at_any_budget(
         await running.add_message(dict(message))
         await resumed.add_message(dict(message))
     assert resumed.decisions == running.decisions
+
+
+@pytest.mark.parametrize("budget", [6_000, 8_000, 12_000])
+async def test_a_resume_weighs_the_system_prompt_the_factory_makes(budget: int) -> None:
+    # The factory's prompt takes a large part of the budget: a walk that left it out would
+    # plan its points as if the room were larger, and escalate later than the session did.
+    history = write_and_test_session()
+    requests, differ = await resumed_views_that_differ(history, budget, factory="rules " * 900)
+    assert requests > 5
+    assert differ == 0

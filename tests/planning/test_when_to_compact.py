@@ -339,12 +339,18 @@ async def test_an_unanswered_call_before_the_answer_grows_the_turn_the_answer_do
     assert grown == estimate_message_tokens(unanswered)
 
 
-async def test_a_manager_fed_one_message_at_a_time_escalates_in_the_open() -> None:
-    """Its first request plans its own point (with an event): nothing is walked silently."""
+@pytest.mark.parametrize("emptied", ["fresh", "cleared", "set empty"])
+async def test_a_manager_fed_one_message_at_a_time_escalates_in_the_open(emptied: str) -> None:
+    """Its first request plans its own point (with an event): nothing is walked silently,
+    whether the manager is new or was emptied first."""
     source = SimpleContextManager()
     await drive_turns(source, 10)
     seen = Compactions()
     manager = SimpleContextManager(hooks=seen.hooks)
+    if emptied == "cleared":
+        await manager.clear()
+    elif emptied == "set empty":
+        await manager.set_messages([])
     for message in await source.get_messages():
         await manager.add_message(copy.deepcopy(message))
     await manager.get_messages_for_request(token_budget=BUDGET)
