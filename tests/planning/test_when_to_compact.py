@@ -424,6 +424,24 @@ async def test_a_slow_answer_is_not_an_idle_cache() -> None:
     assert seen.payloads == []
 
 
+@pytest.mark.parametrize(("ttl", "cold"), [(1, True), (2, False)])
+async def test_a_one_second_cache_lifetime_is_a_lifetime(ttl: int, cold: bool) -> None:
+    # Each message comes a second after the one before: a cache that lives one second has
+    # expired at every request, one that lives two has not.
+    clock = Clock()
+    seen = Compactions()
+    manager = SimpleContextManager(hooks=seen.hooks, clock=clock, cache_ttl_seconds=ttl)
+    await manager.add_message({"role": "user", "content": "Build everything."})
+    for turn in range(40):
+        for message in thinking_round(0, turn, 6):
+            if message["role"] == "assistant":
+                await manager.get_messages_for_request(token_budget=BUDGET)
+            clock.advance(1)
+            await manager.add_message(message)
+    reasons = {p["reason"] for p in seen.payloads}
+    assert reasons == ({"cold_cache"} if cold else {"threshold"})
+
+
 async def test_a_zero_cache_lifetime_turns_the_rule_off() -> None:
     seen = await _after_pause(3_600, cache_ttl_seconds=0)
     assert seen.payloads == []
