@@ -12,7 +12,11 @@ from amplifier_core.message_models import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amplifier_module_context_simple import SimpleContextManager, check_view
+from amplifier_module_context_simple import (
+    SimpleContextManager,
+    check_view,
+    estimate_message_tokens,
+)
 from amplifier_module_context_simple.views._ladder import RUNGS
 
 from ..conftest import Recorder
@@ -497,3 +501,21 @@ async def test_a_late_result_of_a_call_left_out_long_ago_is_left_out_with_it() -
     assert len(manager.messages) - 1 in manager.decisions.removed
     for payload in recorder.named("context:compaction"):
         assert payload["after_tokens"] <= 3_000
+
+
+async def test_a_hook_note_stubbed_alone_is_an_escalation() -> None:
+    # Nothing else can go: the only change the ladder makes is the note's stub, and that
+    # is a step of its own, reported and kept.
+    recorder = Recorder()
+    manager = SimpleContextManager(hooks=recorder)
+    note = "lint output " * 300
+    await manager.add_message({"role": "user", "content": "Now the docs."})
+    await manager.add_message({"role": "user", "content": note, "metadata": {"source": "hook"}})
+    view = await manager.get_messages_for_request(1_200)
+    assert (sorted(manager.decisions.removed), dict(manager.decisions.stubbed)) == (
+        [],
+        {1: len(note)},
+    )
+    [payload] = recorder.named("context:compaction")
+    assert payload["stubbed_positions"] == [1] and payload["messages_removed"] == 0
+    assert sum(map(estimate_message_tokens, view)) <= 1_200
