@@ -134,3 +134,13 @@ def test_long_lines_and_cuts_at_every_offset_count_the_same() -> None:
     for offset in range(-3, 4):  # a line break just before, at and after the piece size
         text = "A." * ((piece + offset) // 2) + "\n" + "  b.." * 10
         assert features(text) == direct(text)
+
+
+def test_the_class_table_gives_each_byte_the_hex_digit_of_its_flags() -> None:
+    # Built once at import (``_CODES``); built again here, so that a change to the builder
+    # shows in a test run and not only in the table the module already holds.
+    build = _features._hex_table  # pyright: ignore[reportPrivateUsage]
+    table = build(2, (b"ab", 1), (range(48, 50), 4), (b"\n", 0), (b"Z", 15))
+    assert len(table) == 256
+    named = {ord("a"): b"1", ord("b"): b"1", 48: b"4", 49: b"4", 10: b"0", ord("Z"): b"f"}
+    assert all(table[byte : byte + 1] == named.get(byte, b"2") for byte in range(256))
