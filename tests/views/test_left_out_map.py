@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager, estimate_message_tokens
 from amplifier_module_context_simple.views._left_out_map import MAP_HEADING, build_map, map_lines_of
-from amplifier_module_context_simple.views._map_reading import LineReader
+from amplifier_module_context_simple.views._map_reading import LineReader, message_names
 from amplifier_module_context_simple.views._render import NOTICE_SOURCE, text_of
 from amplifier_module_context_simple.vocabulary._names import names_in
 
@@ -263,3 +263,30 @@ async def test_a_map_built_to_a_bound_takes_no_more_and_grows_with_it() -> None:
             length=len(index.facts),
         )  # fmt: skip
         assert (lines == previous) is whole
+
+
+def _text_with(length: int, placed: dict[int, str]) -> str:
+    """``length`` characters of filler that holds no name, with each name starting at its
+    offset."""
+    chars = list(". " * (length // 2) + "." * (length % 2))
+    for offset, name in placed.items():
+        chars[offset - 1 : offset + len(name) + 1] = f" {name} "
+    assert len(chars) == length
+    return "".join(chars)
+
+
+def test_a_long_message_s_names_are_read_from_its_first_three_thousand_and_last_thousand() -> None:
+    # A long message: its head (three quarters of 4,000 characters) and its tail (a quarter).
+    head_end, past_head, tail_start = "head_end_name", "past_head_name", "tail_start_name"
+    length = 9_000
+    text = _text_with(
+        length,
+        {3_000 - len(head_end): head_end, 3_200: past_head, length - 1_000: tail_start},
+    )
+    names = message_names({"role": "tool", "tool_call_id": "c", "content": text})
+    assert head_end in names and tail_start in names
+    assert past_head not in names
+    # Exactly 4,000 characters is not long: it is read whole, a name across 3,000 too.
+    across = "across_the_cut_name"
+    whole = _text_with(4_000, {2_990: across})
+    assert across in message_names({"role": "tool", "tool_call_id": "c", "content": whole})
