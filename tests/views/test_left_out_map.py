@@ -290,3 +290,20 @@ def test_a_long_message_s_names_are_read_from_its_first_three_thousand_and_last_
     across = "across_the_cut_name"
     whole = _text_with(4_000, {2_990: across})
     assert across in message_names({"role": "tool", "tool_call_id": "c", "content": whole})
+
+
+async def test_a_left_out_call_lists_the_names_its_arguments_passed() -> None:
+    # Each search passes a symbol besides its path: a left-out search's line names the
+    # symbol (the path is its label already).
+    messages: list[Msg] = [{"role": "user", "content": "Find where the options are parsed."}]
+    for n in range(14):
+        messages.append(
+            call(f"s{n}", "grep", path=f"src/pkg/module_{n}.py", symbol=f"parse_opt_{n}")
+        )
+        messages.append(result(f"s{n}", "no match here\n" * 150))
+    manager, views = await fed(messages, 3_000)
+    lines = the_map(views[-1])
+    left_out = [n for n in range(14) if 1 + 2 * n in manager.decisions.removed]
+    assert left_out, "some searches are left out"
+    # (Lines get their names a round at a time while the map has room: not every one does.)
+    assert any(f"parse_opt_{n}" in line for n in left_out for line in lines)
