@@ -253,6 +253,18 @@ async def mounted(**config: Any) -> tuple[SimpleContextManager, MockCoordinator]
     return manager, coordinator
 
 
+def heard_compactions(coordinator: MockCoordinator) -> list[dict[str, Any]]:
+    """The payloads of ``context:compaction`` the coordinator's hooks deliver, as they come."""
+    heard: list[dict[str, Any]] = []
+
+    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
+        heard.append(data)
+        return HookResult(action="continue")
+
+    coordinator.hooks.register("context:compaction", on_compaction, name="seen")
+    return heard
+
+
 def compaction_state(manager: SimpleContextManager) -> tuple[Any, ...]:
     return (manager.compaction_level, manager.compaction_stats, manager.token_meter_stats)
 
@@ -324,7 +336,6 @@ async def test_rollback_before_delivery_changes_nothing(how: str) -> None:
     transaction = result["transaction"]
     before = state_of(manager)
     cancelled = False
-    compactions: list[dict[str, Any]] = []
 
     async def on_pre(event: str, data: dict[str, Any]) -> HookResult:
         nonlocal cancelled
@@ -334,12 +345,8 @@ async def test_rollback_before_delivery_changes_nothing(how: str) -> None:
             cancelled = True
         return HookResult(action="continue")
 
-    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
-        compactions.append(data)
-        return HookResult(action="continue")
-
     coordinator.hooks.register("context:pre_compact", on_pre, name="pre")
-    coordinator.hooks.register("context:compaction", on_compaction, name="seen")
+    compactions = heard_compactions(coordinator)
     assert await transaction.commit(is_cancelled=lambda: cancelled) is False
     assert state_of(manager) == before
     assert compactions == [], "stopped before the commit: no hook hears of a compaction"
@@ -554,7 +561,6 @@ async def test_a_request_that_escalates_while_pre_compact_is_delivered_makes_the
     manager, coordinator = await mounted()
     result = await call(manager, Ref(manager))
     transaction = result["transaction"]
-    compactions: list[dict[str, Any]] = []
 
     requested: list[bool] = []
 
@@ -564,12 +570,8 @@ async def test_a_request_that_escalates_while_pre_compact_is_delivered_makes_the
             await manager.get_messages_for_request(token_budget=4_000)
         return HookResult(action="continue")
 
-    async def on_compaction(event: str, data: dict[str, Any]) -> HookResult:
-        compactions.append(data)
-        return HookResult(action="continue")
-
     coordinator.hooks.register("context:pre_compact", on_pre, name="meanwhile")
-    coordinator.hooks.register("context:compaction", on_compaction, name="seen")
+    compactions = heard_compactions(coordinator)
     assert await transaction.commit() is False
     ordinary = manager.compaction_stats
     assert len(compactions) == 1 and ordinary is not None
