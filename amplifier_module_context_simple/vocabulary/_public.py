@@ -27,6 +27,8 @@ __all__ = [
 from collections.abc import Mapping
 from typing import Any
 
+from ._messages import is_mapping
+
 REFERENCE_ONLY_KEY = "amplifier_public_reference_only"
 PUBLIC_KEYS = ("amplifier_public_message", "amplifier_public_copy_source", REFERENCE_ONLY_KEY)
 """The metadata keys of the public history: never sent to a provider."""
@@ -48,7 +50,7 @@ def answers_a_request(message: Mapping[str, Any]) -> bool:
     walk and the replay find their request points with this, as an orchestrator makes them.
     Anything but a mapping answers nothing (indexing it names it: ``validate_envelope``)."""
     return (
-        isinstance(message, Mapping)
+        is_mapping(message)
         and message.get("role") == "assistant"
         and not is_reference_only(message)
     )
