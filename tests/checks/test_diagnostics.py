@@ -71,3 +71,35 @@ def test_the_learned_overhead_warning_names_it_and_repeats_past_a_tenth(
     ]
     diagnostics.warn_learned_overhead(_budget(1_101))
     assert len(_warnings(caplog)) == 2
+
+
+def test_a_repair_list_that_grows_but_changes_before_its_end_is_read_whole(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A longer list is read only past its old end when it starts with the old one: one that
+    replaced an earlier entry (a history set anew) names the new repair, not the old one."""
+    diagnostics = Diagnostics()
+    with caplog.at_level(logging.WARNING):
+        diagnostics.report_repairs(["orphan-dropped: message #1"])
+        caplog.clear()
+        diagnostics.report_repairs(["stray-dropped: message #4", "placeholder-added: #6"])
+    (warning,) = _warnings(caplog)
+    assert "stray-dropped: message #4" in warning
+    assert "placeholder-added: #6" in warning
+    assert "message #1" not in warning
+
+
+def test_a_repair_list_that_only_grows_warns_with_every_pairing_repair_so_far(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    diagnostics = Diagnostics()
+    with caplog.at_level(logging.WARNING):
+        diagnostics.report_repairs(["orphan-dropped: message #1"])
+        diagnostics.report_repairs(["orphan-dropped: message #1"])
+        assert len(_warnings(caplog)) == 1  # the same list again says nothing
+        caplog.clear()
+        diagnostics.report_repairs(
+            ["orphan-dropped: message #1", "projected: #2", "stray-dropped: #3"]
+        )
+    (warning,) = _warnings(caplog)
+    assert "orphan-dropped: message #1; stray-dropped: #3" in warning

@@ -14,6 +14,7 @@ from amplifier_module_context_simple.vocabulary._messages import (
     call_ids,
     has_thinking,
     is_human_prompt,
+    is_tool_result,
     result_ids,
     validate_message,
 )
@@ -55,6 +56,16 @@ def test_result_ids_in_every_shape() -> None:
     }
     assert result_ids(anthropic) == ("b",)
     assert not is_human_prompt(anthropic)
+    # A tool message that names its call Anthropic's way is read too.
+    assert result_ids({"role": "tool", "tool_use_id": "c", "content": "x"}) == ("c",)
+
+
+def test_a_tool_message_is_a_result_even_before_its_id_is_known() -> None:
+    assert is_tool_result({"role": "tool", "content": "x"})
+    assert is_tool_result(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b"}]}
+    )
+    assert not is_tool_result({"role": "user", "content": "x"})
 
 
 @pytest.mark.parametrize(
