@@ -51,7 +51,7 @@ from datetime import datetime
 from ..history._history import Facts, HistoryIndex
 from ..views._decisions import Decisions
 from ..views._protection import LadderPolicy, is_reminder
-from ..vocabulary._messages import thinking_blocks
+from ..vocabulary._messages import is_mapping, thinking_blocks
 from ._config import ContextConfig
 from ._thresholds import Thresholds
 
@@ -206,8 +206,9 @@ def thinking_after(index: HistoryIndex, decisions: Decisions, edit: int) -> int:
 
 
 def _timestamp(message: object) -> datetime | None:
-    metadata = message.get("metadata") if isinstance(message, dict) else None
-    stamp = metadata.get("timestamp") if isinstance(metadata, dict) else None
+    # A message written straight into the history may be any mapping (the index accepts it).
+    metadata = message.get("metadata") if is_mapping(message) else None
+    stamp = metadata.get("timestamp") if is_mapping(metadata) else None
     if not isinstance(stamp, str):
         return None
     try:

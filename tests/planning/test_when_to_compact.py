@@ -14,6 +14,7 @@ import logging
 import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -747,8 +748,25 @@ def _at(role: str, stamp: str | None) -> dict[str, Any]:
         ([_at("assistant", None), _at("user", "2026-01-01T10:10:00Z")], None),
         ([_at("assistant", "2026-01-01T10:00:00"), _at("user", "2026-01-01T10:10:00")], None),
         ([_at("user", "2026-01-01T10:10:00Z")], None),
+        (  # messages written straight into the history may be any mapping
+            [
+                MappingProxyType(
+                    {**_at("assistant", None), "metadata": MappingProxyType({"timestamp": stamp})}
+                )
+                for stamp in ("2026-01-01T10:00:00Z", "2026-01-01T10:00:30Z")
+            ],
+            30.0,
+        ),
     ],
-    ids=["two messages", "three back", "no earlier answer", "no stamp", "no zone", "one message"],
+    ids=[
+        "two messages",
+        "three back",
+        "no earlier answer",
+        "no stamp",
+        "no zone",
+        "one message",
+        "mappings",
+    ],
 )
 def test_the_idle_time_is_read_from_the_latest_answer_before_the_last_message(
     history: list[dict[str, Any]], idle: float | None
