@@ -45,7 +45,7 @@ once); how the budget is reported is ``_budget_record``'s and ``_budget_gate``'s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -301,8 +301,8 @@ def _output_figure(
     """What the provider will ask for as output, and where that figure came from."""
     if requested is not None:
         return requested, "request"
-    defaults = read_field(source, "defaults")
-    sent = read_field(defaults, "max_tokens") if isinstance(defaults, Mapping) else None
+    # Defaults are read as every other provider figure is: from a mapping or an attribute.
+    sent = read_field(read_field(source, "defaults"), "max_tokens")
     if _is_positive_int(sent):
         return sent, "model_defaults"  # a ModelInfo's own defaults: what it sends
     sent = read_field(source, "max_tokens")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -117,6 +118,25 @@ async def test_a_defaults_max_tokens_is_trusted_except_where_it_is_known_not_to_
     sent, unsent = budgets
     assert (sent["reserved_output"], sent["output_source"]) == (16_384, "provider_defaults")
     assert (unsent["reserved_output"], unsent["output_source"]) == (128_000, "max_output_tokens")
+
+
+async def test_model_defaults_that_are_an_object_are_read_like_a_mapping() -> None:
+    """A provider may describe its model with plain objects: ``defaults.max_tokens`` is what
+    it sends, read as the other figures are read, whether a key or an attribute."""
+
+    class ObjectInfo:
+        async def get_model_info(self) -> SimpleNamespace:
+            defaults = SimpleNamespace(max_tokens=20_000)
+            return SimpleNamespace(
+                context_window=100_000, max_output_tokens=50_000, defaults=defaults
+            )
+
+    _, manager, budgets = await mounted()
+    await manager.add_message({"role": "user", "content": "hello"})
+    await manager.get_messages_for_request(provider=ObjectInfo())
+    [budget] = budgets
+    assert (budget["requested_output"], budget["output_source"]) == (20_000, "model_defaults")
+    assert budget["reserved_output"] == 20_000
 
 
 async def test_the_request_s_own_max_output_tokens_wins() -> None:
