@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -306,3 +307,56 @@ def test_views_around_rewrites_that_delete_prompts_are_accepted(
         return
     delete = earlier[which % len(earlier)]
     assert _rewrite_problems(picture, delete, at) == [], picture
+
+
+_DISPLAY_ROW: Msg = {
+    "role": "assistant",
+    "content": "Running the tests...",
+    "metadata": {"amplifier_public_reference_only": True},
+}
+_ORPHAN: Msg = {"role": "tool", "tool_call_id": "never-made", "content": "lost"}
+_ID_LESS: Msg = {"role": "tool", "content": "no call named"}
+
+
+def _with(picture: str, position: int, message: Msg) -> list[Msg]:
+    messages = build(picture)
+    messages.insert(position, message)
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("history", "kept"),
+    [
+        # H typed right after the second round's result merges into that round's user turn;
+        # the answer after it has no thinking to open a turn: the round stays.
+        (build("H A*[c1] T A[c2] T H A"), {0, 1, 3}),
+        (build("H A*[c1] T A[c2] T H A*"), {0, 1}),  # an answer with thinking needs none
+        # What the provider never reads between the result and the prompt changes nothing.
+        (build("H A*[c1] T A[c2] T S H A"), {0, 1, 3}),
+        (_with("H A*[c1] T A[c2] T H A", 5, _DISPLAY_ROW), {0, 1, 3}),
+        (_with("H A*[c1] T A[c2] T H A", 5, _ORPHAN), {0, 1, 3}),
+        (_with("H A*[c1] T A[c2] T H A", 5, _ID_LESS), {0, 1, 3}),
+        # A system message is no prompt, and a display row is no answer.
+        (build("H A*[c1] T A[c2] T S A"), {0, 1}),
+        (_with("H A*[c1] T A[c2] T H A*", 6, _DISPLAY_ROW), {0, 1}),
+        # A prompt that merged into a round of an earlier turn is that turn's business.
+        (build("H A*[c0] T H A H A*"), {4, 5, 6}),
+    ],
+    ids=[
+        "merged",
+        "thinking after",
+        "system between",
+        "display row between",
+        "orphan between",
+        "id-less result between",
+        "system is no prompt",
+        "display row is no answer",
+        "earlier turn",
+    ],
+)
+def test_the_rounds_a_prompt_of_the_active_turn_merges_into(
+    history: list[Msg], kept: set[int]
+) -> None:
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync(history, None)
+    assert turn_opening(index) == kept
