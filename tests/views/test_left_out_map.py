@@ -307,3 +307,30 @@ async def test_a_left_out_call_lists_the_names_its_arguments_passed() -> None:
     assert left_out, "some searches are left out"
     # (Lines get their names a round at a time while the map has room: not every one does.)
     assert any(f"parse_opt_{n}" in line for n in left_out for line in lines)
+
+
+async def test_a_line_names_paths_first_then_file_names_then_identifiers() -> None:
+    # Each result names an identifier, a file name and a path, in that reading order; the
+    # map lists what an agent most often passes on first.
+    messages: list[Msg] = [{"role": "user", "content": "Find the settings loader."}]
+    for n in range(14):
+        messages.append(call(f"c{n}", "grep", pattern=f"loader{n}"))
+        filler = "\n".join(f"match {k}: nothing to see here, just filler text" for k in range(40))
+        text = f"SettingsLoader{n} reads config_{n}.yaml from src/app/settings_{n}.py\n{filler}"
+        messages.append(result(f"c{n}", text))
+    manager, _ = await fed(messages, 3_000)
+    index, decisions = manager.planner.index, manager.decisions
+    lines = build_map(
+        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
+        length=len(index.facts),
+    )  # fmt: skip
+    checked = 0
+    for n in range(14):
+        line = next((x for x in lines if x.startswith(f"- grep loader{n}:")), None)
+        if line is None:
+            continue
+        names = (f"src/app/settings_{n}.py", f"config_{n}.yaml", f"SettingsLoader{n}")
+        order = [line.index(name) for name in names]
+        assert order == sorted(order), line
+        checked += 1
+    assert checked >= 3
