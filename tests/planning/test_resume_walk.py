@@ -324,6 +324,33 @@ async def test_a_resume_counts_in_the_tokenizer_family_its_requests_count_in() -
     assert resumed.decisions == running.decisions
 
 
+class _NamesItsModel:
+    """A provider that names its model and nothing else: the family comes from the name."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    async def get_model_info(self) -> dict[str, str]:
+        return {"id": self.model}
+
+
+async def test_a_resume_counts_in_the_family_of_the_model_its_provider_names() -> None:
+    provider = _NamesItsModel("gpt-4o")  # o200k: the default family counts otherwise
+    history = [{"role": "user", "content": "Refactor the parser."}, *_stamped_rounds(0, 30)]
+    running = SimpleContextManager()
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(6_000, provider=provider)
+        await running.add_message(message)
+    sent = await running.get_messages_for_request(6_000, provider=provider)
+    assert running.decisions.escalations >= 2
+    resumed = SimpleContextManager()
+    await resumed.set_messages(json.loads(json.dumps(await running.get_messages())))
+    again = await resumed.get_messages_for_request(6_000, provider=provider)
+    assert json.dumps(again) == json.dumps(sent)
+    assert resumed.decisions == running.decisions
+
+
 def _stamped_rounds(first: int, last: int) -> list[dict[str, Any]]:
     """Tool rounds ``first`` to ``last``, stamped (two managers admit them alike)."""
     rounds: list[dict[str, Any]] = []
