@@ -334,3 +334,39 @@ async def test_a_line_names_paths_first_then_file_names_then_identifiers() -> No
         assert order == sorted(order), line
         checked += 1
     assert checked >= 3
+
+
+async def test_a_call_repeated_with_nothing_new_to_name_is_said_once() -> None:
+    # Every file is read twice, the same text each time: the older read adds no name, so its
+    # line would only repeat the newer one's call.
+    messages: list[Msg] = [{"role": "user", "content": "Fix the failing test in the repo."}]
+    for n in range(7):
+        body = "\n".join(f"def helper_{n}_{k}(value): return value  # filler" for k in range(60))
+        for again in range(2):
+            messages.append(call(f"c{n}_{again}", "read_file", path=f"src/pkg/module_{n}.py"))
+            messages.append(result(f"c{n}_{again}", f"class ModuleConfig{n}:\n{body}"))
+    manager, _ = await fed(messages, 3_000)
+    index, decisions = manager.planner.index, manager.decisions
+    lines = build_map(
+        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
+        length=len(index.facts),
+    )  # fmt: skip
+    calls = [line.split(": ")[0] for line in lines[1:]]
+    assert len(calls) >= 3
+    assert len(calls) == len(set(calls)), calls
+
+
+async def test_a_map_whose_calls_alone_fill_the_bound_exactly_lists_them() -> None:
+    manager, _ = await fed(reading_session(), 3_000)
+    index, decisions = manager.planner.index, manager.decisions
+
+    def built(bound: int) -> tuple[str, ...]:
+        return build_map(
+            index, decisions, shown=[], reader=LineReader(index), bound=bound, measure=len,
+            length=len(index.facts),
+        )  # fmt: skip
+
+    first_call = built(100_000)[1].split(": ")[0]
+    exact = len(MAP_HEADING) + len(first_call)
+    assert built(exact) == (MAP_HEADING, first_call)
+    assert built(exact - 1) == ()
