@@ -370,3 +370,21 @@ async def test_a_map_whose_calls_alone_fill_the_bound_exactly_lists_them() -> No
     exact = len(MAP_HEADING) + len(first_call)
     assert built(exact) == (MAP_HEADING, first_call)
     assert built(exact - 1) == ()
+
+
+async def test_with_room_for_everything_every_left_out_read_has_its_line() -> None:
+    messages = reading_session()
+    for n in range(14):  # each call message says what it looks for
+        messages[2 * n + 1]["content"] = f"Checking docs/notes_{n}.md next."
+    manager, _ = await fed(messages, 3_000)
+    index, decisions = manager.planner.index, manager.decisions
+    lines = build_map(
+        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
+        length=len(index.facts),
+    )  # fmt: skip
+    # Calls at 1, 3, 5, ...: each one left out has a line with its own words, the oldest too.
+    read = [n for n in range(14) if 2 * n + 1 in decisions.removed]
+    assert 0 in read and len(read) > 5
+    for n in read:
+        line = next(x for x in lines if x.startswith(f"- read_file src/pkg/module_{n}.py"))
+        assert f"docs/notes_{n}.md" in line
