@@ -313,6 +313,19 @@ def test_plain_reading_gives_the_general_facts_on_mixed_shapes(history: list[Any
     assert_same_index(history)
 
 
+def test_a_block_with_content_of_its_own_is_read_the_general_way() -> None:
+    """A block's own ``content`` may hide an image: such a message is read in full, and the
+    image is counted as the general reading counts it."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBORw0KGgo" + "A" * 4_000}}  # fmt: skip
+    nested = {"role": "assistant", "content": [{"type": "text", "text": "see", "content": [image]}]}
+    assert read_plain(nested) is None
+    assert_same_index([{"role": "user", "content": "look"}, nested])
+    index = HistoryIndex(estimate_message_tokens)
+    index.sync([nested], None)
+    assert index.facts[0].image
+
+
 def test_the_benchmark_session_reads_plain_but_for_its_image_results() -> None:
     """The example session (the benchmark's) is plain but for the tool results that carry an
     image: the one-pass reading is what a resume runs on, and gives the same facts."""
