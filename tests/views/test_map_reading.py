@@ -8,7 +8,7 @@ from typing import Any
 
 from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
-from amplifier_module_context_simple.views._map_reading import LineReader
+from amplifier_module_context_simple.views._map_reading import LineReader, PassedNames
 
 Msg = dict[str, Any]
 
@@ -72,3 +72,65 @@ def test_a_rewritten_history_is_read_again() -> None:
                  *HISTORY[2:]]  # fmt: skip
     index.sync(rewritten, None)
     assert reader.entries(2, True)[0][1] == "read_file src/tokens.py"
+
+
+# --- the labels and names a line is made of ---------------------------------------------------
+
+
+def _call_line(tool: str, arguments: object) -> tuple[str, tuple[str, ...]]:
+    """The label and the argument names of a left-out call made with ``arguments``."""
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [{"id": "c", "tool": tool, "arguments": arguments}]}  # fmt: skip
+    _, reader = _reader([{"role": "user", "content": "go"}, message])
+    (_, label, _), (_, _, names) = reader.entries(1, True)
+    return label, names
+
+
+def test_a_call_s_label_is_its_tool_and_what_it_was_called_on_on_one_line() -> None:
+    assert _call_line("bash", {"command": "  ls   -la\n src/  "})[0] == "bash ls -la src/"
+    assert _call_line("todo", {"n": 3})[0] == "todo", "no text argument: the tool alone"
+    exact = "x" * 80
+    assert _call_line("echo", {"text": exact})[0] == f"echo {exact}"
+    assert _call_line("echo", {"text": exact + "y"})[0] == f"echo {'x' * 79}…"
+
+
+def test_what_a_call_was_about_is_its_first_text_argument_that_holds_a_name() -> None:
+    assert _call_line("edit", {"mode": "view", "path": "src/a.py"})[0] == "edit src/a.py"
+    assert _call_line("edit", {"mode": "view", "n": 3})[0] == "edit view"
+    assert _call_line("edit", {"n": 3, "blank": "  "})[0] == "edit"
+    assert _call_line("edit", '{"path": "src/b.py"}')[0] == "edit src/b.py", "JSON text"
+    assert _call_line("edit", "not json at all")[0] == "edit not json at all"
+    assert _call_line("edit", "")[0] == "edit"
+    assert _call_line("edit", ["src/c.py"])[0] == "edit"
+
+
+def test_a_call_passes_the_names_in_its_short_arguments_nested_ones_too() -> None:
+    arguments = {
+        "paths": ["src/a.py", {"also": "src/b.py"}],
+        "body": "x" * 400 + " BigName",  # a file's body, read where it is shown
+        "limit": "y" * 391 + " EdgeName",  # 400 characters exactly: short enough
+    }
+    label, names = _call_line("multi", arguments)
+    assert label == f"multi {'x' * 79}…", "the first text that holds a name: the body"
+    assert names == ("src/a.py", "src/b.py", "EdgeName")
+
+
+def test_a_result_s_line_is_the_call_it_answers_or_its_first() -> None:
+    call = _calls(("c1", "read_file", "src/a.py"), ("c2", "grep", "src/b.py"))
+    _, reader = _reader([{"role": "user", "content": "go"}, call, _result("c2", "FoundMatch")])
+    assert reader.entries(2, True) == [((1, "c2"), "grep src/b.py", ("FoundMatch",))]
+
+
+def test_the_names_the_latest_calls_passed_up_to_a_length() -> None:
+    history = [
+        _calls(("c0", "read_file", "src/first.py")),
+        _result("c0", "ok"),
+        {"role": "user", "content": "now the second"},
+        _calls(("c1", "read_file", "src/second.py")),
+    ]
+    index, _ = _reader(history)
+    passed = PassedNames(index)
+    assert passed.passed_before(1)("src/first.py"), "a call at the very start"
+    before_second = passed.passed_before(3)
+    assert before_second("src/first.py") and not before_second("src/second.py")
+    assert passed.passed_before(4)("src/second.py"), "the latest call before the length"
