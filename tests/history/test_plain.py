@@ -326,6 +326,35 @@ def test_a_block_with_content_of_its_own_is_read_the_general_way() -> None:
     assert index.facts[0].image
 
 
+def _assistant(**fields: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": "x", **fields}
+
+
+def _call_block(**fields: Any) -> dict[str, Any]:
+    return _assistant(
+        content=[{"type": "tool_call", "id": "a", "name": "n", "input": {}, **fields}]
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        _assistant(tool_calls=[{"id": 5, "tool": "t", "arguments": {}}]),
+        _assistant(tool_calls=[{"id": "", "tool": "t", "arguments": {}}]),
+        _call_block(input="not a dict"),
+        _call_block(name=5),
+        _call_block(id=""),
+        _call_block(id=7),
+        _assistant(content=[{"type": ["text"], "text": "a list for a type"}]),
+    ],
+    ids=["int id", "empty id", "input text", "int name", "empty block id", "int block id",
+         "unhashable type"],
+)  # fmt: skip
+def test_a_call_or_block_of_an_odd_shape_is_read_the_general_way(message: dict[str, Any]) -> None:
+    assert read_plain(message) is None
+    assert_same_index([{"role": "user", "content": "go"}, message])
+
+
 def test_the_benchmark_session_reads_plain_but_for_its_image_results() -> None:
     """The example session (the benchmark's) is plain but for the tool results that carry an
     image: the one-pass reading is what a resume runs on, and gives the same facts."""
