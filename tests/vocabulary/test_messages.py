@@ -11,11 +11,15 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.vocabulary._messages import (
+    LOADED_TOOLS_KEY,
     call_ids,
+    carries_loaded_tools,
+    has_image,
     has_thinking,
     is_human_prompt,
     is_tool_result,
     result_ids,
+    thinking_blocks,
     validate_message,
 )
 from amplifier_module_context_simple.vocabulary._pairing import pair_messages
@@ -259,3 +263,25 @@ def test_content_blocks_that_are_plain_dicts_are_not_read_on_admission() -> None
         "message (role='user'): content block 1: model_dump() of a typed content block "
         "failed: RuntimeError: cannot dump"
     )
+
+
+def test_thinking_images_and_loaded_tools_are_found_in_every_shape() -> None:
+    signed = {"type": "thinking", "thinking": "a", "signature": "s"}
+    both = {"role": "assistant", "reasoning_content": "hm", "content": [signed, signed]}
+    assert has_thinking({"role": "assistant", "reasoning_content": "hm", "content": "x"})
+    assert not has_thinking({"role": "assistant", "content": "x"})
+    assert thinking_blocks(both) == 3, "reasoning_content counts as one block"
+    assert thinking_blocks({"role": "assistant", "content": [signed]}) == 1
+    assert thinking_blocks({"role": "assistant", "content": "x"}) == 0
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
+    url = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    result = {"type": "tool_result", "tool_use_id": "a"}
+    assert has_image({"role": "user", "content": [{"type": "text", "text": "see"}, image]})
+    assert has_image({"role": "user", "content": [url]})
+    assert has_image({"role": "user", "content": [{**result, "content": ["text", image]}]})
+    assert not has_image({"role": "user", "content": [{**result, "content": "text"}]})
+    assert not has_image({"role": "user", "content": [{"type": "text", "text": "image"}]})
+    assert carries_loaded_tools(
+        {"role": "user", "content": "x", "metadata": {LOADED_TOOLS_KEY: []}}
+    )
+    assert not carries_loaded_tools({"role": "user", "content": "x"})
