@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
-from amplifier_module_context_simple.readings._learned_overhead import stepped
+from amplifier_module_context_simple.readings._learned_overhead import LearnedOverhead, stepped
 from amplifier_module_context_simple.readings._meter import OVERHEAD_STEP
 
 from ..sizing.test_request_budget import DefaultsOnly, answer, estimate, mounted
@@ -82,3 +82,12 @@ def test_the_held_overhead_comes_down_only_past_two_steps_or_its_share() -> None
     # The share decides for a large one: a tenth of 10,240 is more than two steps.
     assert stepped(10_240, 10_240 - 1_024) == 10_240
     assert stepped(10_240, 10_240 - 1_025) == 10_240 - 1_024
+
+
+def test_each_meter_mode_holds_back_its_own_figure() -> None:
+    # The estimator's bias is part of the whole excess but not of the fixed one: a budget on
+    # estimates holds the whole back, one on readings only what readings do not already see.
+    learned = LearnedOverhead().after(excess=5_000, bias=3_000)
+    assert learned.whole > learned.fixed > 0
+    assert learned.held("estimate") == learned.whole
+    assert learned.held("actual") == learned.fixed
