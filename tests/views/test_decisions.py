@@ -107,7 +107,7 @@ def test_a_map_is_read_only_once_made_and_made_only_once() -> None:
 STANDING = EarlierNotice(2, NoticeFigures(8, 3, 0, 0, relaxed=False), None, tokens=40)
 
 
-def _stats(**placed: Any) -> CompactionStats:
+def compaction_stats(**placed: Any) -> CompactionStats:
     return CompactionStats(
         before_tokens=900, after_tokens=400, before_messages=12, after_messages=6,
         messages_removed=6, messages_truncated=0, user_messages_stubbed=0,
@@ -127,12 +127,12 @@ def _stats(**placed: Any) -> CompactionStats:
 def test_over_a_rewritten_history_no_notice_keeps_the_place_it_was_given(
     placed: dict[str, Any],
 ) -> None:
-    stats = _stats(**placed)
+    stats = compaction_stats(**placed)
     rewritten = stats.rewritten()
     assert (rewritten.notice_at, rewritten.earlier_notices) == (None, ())
     assert replace(rewritten, **placed) == stats, "only where the notices stand is forgotten"
 
 
 def test_figures_with_no_notice_placed_are_the_same_over_a_rewritten_history() -> None:
-    stats = _stats()
+    stats = compaction_stats()
     assert stats.rewritten() is stats

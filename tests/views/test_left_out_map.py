@@ -66,6 +66,15 @@ async def fed(messages: list[Msg], budget: int, **config: Any) -> Fed:
     return manager, views
 
 
+def map_of(manager: SimpleContextManager, bound: int = 100_000) -> tuple[str, ...]:
+    """The map of what the manager's decisions leave out, to ``bound`` characters."""
+    index = manager.planner.index
+    return build_map(
+        index, manager.decisions, shown=[], reader=LineReader(index), bound=bound, measure=len,
+        length=len(index.facts),
+    )  # fmt: skip
+
+
 async def test_a_left_out_read_keeps_its_path_and_names_newest_first() -> None:
     manager, views = await fed(reading_session(), 8_000)
     view = views[-1]
@@ -319,11 +328,7 @@ async def test_a_line_names_paths_first_then_file_names_then_identifiers() -> No
         text = f"SettingsLoader{n} reads config_{n}.yaml from src/app/settings_{n}.py\n{filler}"
         messages.append(result(f"c{n}", text))
     manager, _ = await fed(messages, 3_000)
-    index, decisions = manager.planner.index, manager.decisions
-    lines = build_map(
-        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
-        length=len(index.facts),
-    )  # fmt: skip
+    lines = map_of(manager)
     checked = 0
     for n in range(14):
         line = next((x for x in lines if x.startswith(f"- grep loader{n}:")), None)
@@ -346,11 +351,7 @@ async def test_a_call_repeated_with_nothing_new_to_name_is_said_once() -> None:
             messages.append(call(f"c{n}_{again}", "read_file", path=f"src/pkg/module_{n}.py"))
             messages.append(result(f"c{n}_{again}", f"class ModuleConfig{n}:\n{body}"))
     manager, _ = await fed(messages, 3_000)
-    index, decisions = manager.planner.index, manager.decisions
-    lines = build_map(
-        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
-        length=len(index.facts),
-    )  # fmt: skip
+    lines = map_of(manager)
     calls = [line.split(": ")[0] for line in lines[1:]]
     assert len(calls) >= 3
     assert len(calls) == len(set(calls)), calls
@@ -358,18 +359,10 @@ async def test_a_call_repeated_with_nothing_new_to_name_is_said_once() -> None:
 
 async def test_a_map_whose_calls_alone_fill_the_bound_exactly_lists_them() -> None:
     manager, _ = await fed(reading_session(), 3_000)
-    index, decisions = manager.planner.index, manager.decisions
-
-    def built(bound: int) -> tuple[str, ...]:
-        return build_map(
-            index, decisions, shown=[], reader=LineReader(index), bound=bound, measure=len,
-            length=len(index.facts),
-        )  # fmt: skip
-
-    first_call = built(100_000)[1].split(": ")[0]
+    first_call = map_of(manager)[1].split(": ")[0]
     exact = len(MAP_HEADING) + len(first_call)
-    assert built(exact) == (MAP_HEADING, first_call)
-    assert built(exact - 1) == ()
+    assert map_of(manager, exact) == (MAP_HEADING, first_call)
+    assert map_of(manager, exact - 1) == ()
 
 
 async def test_with_room_for_everything_every_left_out_read_has_its_line() -> None:
@@ -377,13 +370,9 @@ async def test_with_room_for_everything_every_left_out_read_has_its_line() -> No
     for n in range(14):  # each call message says what it looks for
         messages[2 * n + 1]["content"] = f"Checking docs/notes_{n}.md next."
     manager, _ = await fed(messages, 3_000)
-    index, decisions = manager.planner.index, manager.decisions
-    lines = build_map(
-        index, decisions, shown=[], reader=LineReader(index), bound=100_000, measure=len,
-        length=len(index.facts),
-    )  # fmt: skip
+    lines = map_of(manager)
     # Calls at 1, 3, 5, ...: each one left out has a line with its own words, the oldest too.
-    read = [n for n in range(14) if 2 * n + 1 in decisions.removed]
+    read = [n for n in range(14) if 2 * n + 1 in manager.decisions.removed]
     assert 0 in read and len(read) > 5
     for n in read:
         line = next(x for x in lines if x.startswith(f"- read_file src/pkg/module_{n}.py"))

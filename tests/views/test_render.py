@@ -19,21 +19,13 @@ from amplifier_module_context_simple.views._render import (
 )
 
 from ..history.test_turn_rule import build
+from .test_decisions import compaction_stats
 
 
 def _index(history: list[dict[str, Any]]) -> HistoryIndex:
     index = HistoryIndex(estimate_message_tokens)
     index.sync(history, None)
     return index
-
-
-def _latest(**positions: tuple[int, ...]) -> CompactionStats:
-    return CompactionStats(
-        before_tokens=0, after_tokens=0, before_messages=0, after_messages=0,
-        messages_removed=0, messages_truncated=0, user_messages_stubbed=0,
-        system_messages_preserved=0, strategy_level=1, budget=1, target_tokens=1,
-        protected_recent=0.0, protected_tool_results=0, **positions,
-    )  # fmt: skip
 
 
 def _decided(
@@ -55,11 +47,11 @@ def _decided(
         (_decided(removed={6}, truncated={4}), None, 4),
         (_decided(removed={6}, stubbed={3}), None, 3),
         # The first position the latest escalation reduced, of any kind...
-        (_decided(removed={2}, stubbed={5}), _latest(stubbed_positions=(5,)), 5),
-        (_decided(removed={2}, truncated={7}), _latest(truncated_positions=(7,)), 7),
-        (_decided(removed={2, 4}), _latest(removed_positions=(4,)), 4),
+        (_decided(removed={2}, stubbed={5}), compaction_stats(stubbed_positions=(5,)), 5),
+        (_decided(removed={2}, truncated={7}), compaction_stats(truncated_positions=(7,)), 7),
+        (_decided(removed={2, 4}), compaction_stats(removed_positions=(4,)), 4),
         # ...when it still stands; otherwise the first reduced one.
-        (_decided(removed={2}), _latest(stubbed_positions=(5,)), 2),
+        (_decided(removed={2}), compaction_stats(stubbed_positions=(5,)), 2),
     ],
 )
 def test_where_the_in_place_notice_stands(
