@@ -4,6 +4,7 @@ left-out work again, inside the budget, sticky between escalations, rebuilt by a
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -377,3 +378,25 @@ async def test_with_room_for_everything_every_left_out_read_has_its_line() -> No
     for n in read:
         line = next(x for x in lines if x.startswith(f"- read_file src/pkg/module_{n}.py"))
         assert f"docs/notes_{n}.md" in line
+
+
+async def test_a_shorter_name_of_an_older_line_takes_room_a_newer_line_s_name_cannot() -> None:
+    messages: list[Msg] = [{"role": "user", "content": "Fix the failing test in the repo."}]
+    for n in range(14):
+        name = f"short_{n}" if n % 2 else f"AnExceptionallyLongIdentifierName{n}"
+        filler = "\n".join(f"line {k}: nothing but filler text here" for k in range(50))
+        messages.append(call(f"c{n}", "read_file", path=f"src/pkg/module_{n}.py"))
+        messages.append(result(f"c{n}", f"{name}\n{filler}"))
+    manager, _ = await fed(messages, 3_000)
+    lines = map_of(manager)[1:]
+    newer, older = next(
+        (a, b) for a, b in itertools.pairwise(lines) if "AnExceptionally" in a and "short_" in b
+    )
+    newer_call, older_call = newer.split(": ")[0], older.split(": ")[0]
+    older_name = older.split(": ")[1].split(" ")[0]
+    # Room for every call up to these two and the older line's first name, not the newer's.
+    calls = [line.split(": ")[0] for line in lines[: lines.index(older) + 1]]
+    bound = len(MAP_HEADING) + sum(map(len, calls)) + len(" " + older_name)
+    built = map_of(manager, bound)
+    assert newer_call in built
+    assert f"{older_call}: {older_name}" in built
