@@ -404,3 +404,26 @@ async def test_a_resume_weighs_the_system_prompt_the_factory_makes(budget: int) 
     requests, differ = await resumed_views_that_differ(history, budget, factory="rules " * 900)
     assert requests > 5
     assert differ == 0
+
+
+async def test_a_resume_plans_the_very_first_request_point() -> None:
+    # The first prompt alone is past the budget: the running session's first request already
+    # escalates (the budget wins over the prompt's protection), and a resume must too.
+    history = [
+        {"role": "user", "content": "Review this log:\n" + "error at line 12 in parser\n" * 900},
+        {"role": "assistant", "content": "Reading it."},
+        {"role": "user", "content": "And now?"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    await _resume_each_request(history, 3_000)
+    running = SimpleContextManager()
+    for message in history:
+        if message["role"] == "assistant":
+            await running.get_messages_for_request(3_000)
+        await running.add_message(message)
+    await running.get_messages_for_request(3_000)
+    resumed = SimpleContextManager()
+    await resumed.set_messages(json.loads(json.dumps(await running.get_messages())))
+    await resumed.get_messages_for_request(3_000)
+    assert resumed.decisions == running.decisions
+    assert running.decisions.escalations >= 1
