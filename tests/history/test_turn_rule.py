@@ -37,6 +37,7 @@ from amplifier_module_context_simple.views._protection import (
 )
 
 from ..provider_rules import anthropic_violations, provider_violations, to_anthropic
+from ..views.test_map_making import indexed
 
 Msg = dict[str, Any]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -369,22 +370,16 @@ def test_the_rounds_a_prompt_of_the_active_turn_merges_into(
     assert turn_opening(index) == kept
 
 
-def _indexed(history: list[Msg]) -> HistoryIndex:
-    index = HistoryIndex(estimate_message_tokens)
-    index.sync(history, None)
-    return index
-
-
 def test_the_message_the_next_prompt_will_follow() -> None:
-    assert newest(_indexed(build("H S"))) == 0, "system messages are passed over"
-    assert newest(_indexed(build("H A R"))) == 1, "so are hook reminders"
-    assert newest(_indexed(build("A"))) == 0
-    assert newest(_indexed(build("S R"))) is None
-    assert newest(_indexed(build("H A[c0] T"))) is None, "a result: its call is the floor's"
+    assert newest(indexed(build("H S"))) == 0, "system messages are passed over"
+    assert newest(indexed(build("H A R"))) == 1, "so are hook reminders"
+    assert newest(indexed(build("A"))) == 0
+    assert newest(indexed(build("S R"))) is None
+    assert newest(indexed(build("H A[c0] T"))) is None, "a result: its call is the floor's"
 
 
 def test_the_rest_of_a_turn_runs_to_the_next_prompt() -> None:
-    index = _indexed(build("A[c0] T A H A[c1] T H"))
+    index = indexed(build("A[c0] T A H A[c1] T H"))
     assert rest_of_turns(index, [0]) == {0, 1, 2}
     assert rest_of_turns(index, [1, 4]) == {1, 2, 4, 5}
 
@@ -393,16 +388,16 @@ def test_the_latest_prompt_s_first_round_stays_when_it_opens_with_thinking() -> 
     # H at 3 is typed right after a result: it continues the turn A[c0] opened without
     # thinking, yet A*[c1] is the round the person waits on. A system message between is
     # passed over.
-    assert prompts_and_opening(_indexed(build("H A[c0] T H A*[c1] T"))) == {0, 3, 4}
-    assert prompts_and_opening(_indexed(build("H A[c0] T H S A*[c1] T"))) == {0, 3, 5}
-    assert prompts_and_opening(_indexed(build("H A[c0] T H A[c1] T"))) == {0, 3}
+    assert prompts_and_opening(indexed(build("H A[c0] T H A*[c1] T"))) == {0, 3, 4}
+    assert prompts_and_opening(indexed(build("H A[c0] T H S A*[c1] T"))) == {0, 3, 5}
+    assert prompts_and_opening(indexed(build("H A[c0] T H A[c1] T"))) == {0, 3}
 
 
 def test_a_turn_opened_by_reminders_alone_keeps_the_last_of_them() -> None:
-    assert turn_opening(_indexed(build("R R A*"))) == {1, 2}
+    assert turn_opening(indexed(build("R R A*"))) == {1, 2}
 
 
 def test_the_latest_assistant_message_making_calls_is_the_floor_s() -> None:
     policy = LadderPolicy(protected_recent=0.0, protected_tool_results=0, truncate_chars=250)
-    protection = protected_positions(_indexed(build("H A H A[c0]")), policy, frozenset(), None)
+    protection = protected_positions(indexed(build("H A H A[c0]")), policy, frozenset(), None)
     assert protection.floor == {0, 2, 3}

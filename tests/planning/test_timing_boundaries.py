@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from amplifier_module_context_simple.history._history import HistoryIndex
 from amplifier_module_context_simple.planning._config import ContextConfig
 from amplifier_module_context_simple.planning._thresholds import Thresholds, thresholds
 from amplifier_module_context_simple.planning._timing import (
@@ -18,9 +17,9 @@ from amplifier_module_context_simple.planning._timing import (
     leaves_room_for_turn,
     moment_of,
 )
-from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 
 from ..history.test_turn_rule import build
+from ..views.test_map_making import indexed
 
 EFFECTIVE = 100_000
 
@@ -32,9 +31,7 @@ def _limits(config: ContextConfig) -> Thresholds:
 
 
 def _moment(history: list[dict[str, Any]], limits: Thresholds) -> Moment:
-    index = HistoryIndex(estimate_message_tokens)
-    index.sync(history, None)
-    return moment_of(index, limits.usable)
+    return moment_of(indexed(history), limits.usable)
 
 
 def _timing(

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from amplifier_module_context_simple.history._history import HistoryIndex
-from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._map_reading import LineReader, PassedNames
+
+from .test_left_out_map import result
+from .test_map_making import indexed
 
 Msg = dict[str, Any]
 
@@ -23,22 +25,17 @@ def _calls(*calls: tuple[str, str, str]) -> Msg:
     }
 
 
-def _result(cid: str, text: str) -> Msg:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
 def _reader(history: list[Msg]) -> tuple[HistoryIndex, LineReader]:
-    index = HistoryIndex(estimate_message_tokens)
-    index.sync(history, None)
+    index = indexed(history)
     return index, LineReader(index)
 
 
 HISTORY: list[Msg] = [
     {"role": "user", "content": "Why does TokenStream stall?"},
     _calls(("c1", "read_file", "src/lexer.py"), ("c2", "grep", "src/parser.py")),
-    _result("c1", "class LexerBuffer: ..."),
-    _result("c2", "ParserCursor found"),
-    _result("ghost", "an answer to no call: OrphanThing"),
+    result("c1", "class LexerBuffer: ..."),
+    result("c2", "ParserCursor found"),
+    result("ghost", "an answer to no call: OrphanThing"),
 ]
 
 
@@ -117,14 +114,14 @@ def test_a_call_passes_the_names_in_its_short_arguments_nested_ones_too() -> Non
 
 def test_a_result_s_line_is_the_call_it_answers_or_its_first() -> None:
     call = _calls(("c1", "read_file", "src/a.py"), ("c2", "grep", "src/b.py"))
-    _, reader = _reader([{"role": "user", "content": "go"}, call, _result("c2", "FoundMatch")])
+    _, reader = _reader([{"role": "user", "content": "go"}, call, result("c2", "FoundMatch")])
     assert reader.entries(2, True) == [((1, "c2"), "grep src/b.py", ("FoundMatch",))]
 
 
 def test_the_names_the_latest_calls_passed_up_to_a_length() -> None:
     history = [
         _calls(("c0", "read_file", "src/first.py")),
-        _result("c0", "ok"),
+        result("c0", "ok"),
         {"role": "user", "content": "now the second"},
         _calls(("c1", "read_file", "src/second.py")),
     ]

@@ -4,12 +4,9 @@ call is still open, and how decisions on single messages show."""
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any
 
 import pytest
 
-from amplifier_module_context_simple.history._history import HistoryIndex
-from amplifier_module_context_simple.sizing._estimate import estimate_message_tokens
 from amplifier_module_context_simple.views._decisions import CompactionStats, Decisions
 from amplifier_module_context_simple.views._render import (
     TRUNCATION_MARKER,
@@ -20,12 +17,7 @@ from amplifier_module_context_simple.views._render import (
 
 from ..history.test_turn_rule import build
 from .test_decisions import compaction_stats
-
-
-def _index(history: list[dict[str, Any]]) -> HistoryIndex:
-    index = HistoryIndex(estimate_message_tokens)
-    index.sync(history, None)
-    return index
+from .test_map_making import indexed
 
 
 def _decided(
@@ -61,15 +53,15 @@ def test_where_the_in_place_notice_stands(
 
 
 def test_a_call_at_the_very_start_can_be_the_open_one() -> None:
-    assert open_tail_call(_index(build("A[c0]"))) == 0
-    assert open_tail_call(_index(build("A[c0] T"))) is None
-    assert open_tail_call(_index(build("H A[c0,c1] T"))) == 1
+    assert open_tail_call(indexed(build("A[c0]"))) == 0
+    assert open_tail_call(indexed(build("A[c0] T"))) is None
+    assert open_tail_call(indexed(build("H A[c0,c1] T"))) == 1
 
 
 def test_a_long_message_decided_shortened_is_shortened_to_what_it_keeps() -> None:
     history = build("H A")
     history[1]["content"] = [{"type": "text", "text": "w" * 2_000}]
-    index = _index(history)
+    index = indexed(history)
     view = render_range(
         index, _decided(truncated={1}), 0, 2, open_tail=None, keep_chars=100
     ).messages
@@ -79,6 +71,6 @@ def test_a_long_message_decided_shortened_is_shortened_to_what_it_keeps() -> Non
 
 
 def test_a_result_left_out_does_not_take_the_call_s_other_results_with_it() -> None:
-    index = _index(build("H A[c1,c2,c3] T T T"))
+    index = indexed(build("H A[c1,c2,c3] T T T"))
     view = render_range(index, _decided(removed={2}), 0, 5, open_tail=None, keep_chars=100)
     assert [m.get("tool_call_id") for m in view.messages] == [None, None, "c2", "c3"]
